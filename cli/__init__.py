@@ -1,0 +1,1 @@
+"""The ``attn-dyn`` command line (installed as ``minimal_attn.cli``)."""

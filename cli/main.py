@@ -1,0 +1,84 @@
+"""The ``attn-dyn`` click group.
+
+Each subcommand lives in its own module and is imported only when it runs, so
+``attn-dyn ode`` never pays for importing torch. Every error a user can cause
+(a bad value, a missing file) becomes one line on stderr and exit status 2.
+"""
+
+import importlib
+import sys
+
+import click
+
+from minimal_attn import __version__
+from minimal_attn.errors import InputError
+
+# command name -> "module:function" under minimal_attn.cli
+COMMANDS = {
+    "ode": "ode_cmd:ode",
+    "fixed-focus": "fixed_focus_cmd:fixed_focus",
+    "train": "train_cmd:train",
+    "ibm1": "text_cmd:ibm1",
+    "proxy": "text_cmd:proxy",
+}
+
+
+class AttnDynGroup(click.Group):
+    """A group that loads subcommands lazily and keeps errors to one line."""
+
+    def list_commands(self, ctx):
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx, name):
+        if name not in COMMANDS:
+            return None
+        module, attr = COMMANDS[name].split(":")
+        return getattr(importlib.import_module(f"minimal_attn.cli.{module}"), attr)
+
+    def main(self, args=None, prog_name=None, complete_var=None,
+             standalone_mode=True, **extra):
+        try:
+            rv = super().main(args, prog_name, complete_var,
+                              standalone_mode=False, **extra)
+        except click.exceptions.Exit as exc:
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:  # usage errors, bad option values
+            _fail(exc.format_message(), exc.exit_code)
+        except InputError as exc:
+            _fail(str(exc), 2)
+        except click.Abort:
+            _fail("aborted", 1)
+        except KeyboardInterrupt:
+            _fail("interrupted", 130)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _fail(message, code):
+    """Print a single-line error to stderr and exit with ``code``."""
+    click.echo("Error: " + " ".join(str(message).split()), err=True)
+    sys.exit(code)
+
+
+@click.group(cls=AttnDynGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="attn-dyn")
+def cli():
+    """attn-dyn: study how attention learns.
+
+    \b
+    Paper 1, Vashisht & Ramaswamy (2023), focus-classify attention models:
+      ode          closed-form gradient-flow ODEs (Theorems 1-2, Figure 4)
+      fixed-focus  fixed-focus loss and incentive curves (Figures 2-3)
+      train        train FCAMs with sa/ha/lv/hybrid, report accuracy and SAIF
+    Paper 2, Snell et al. (2021), approximating single-head attention:
+      ibm1         IBM Model 1 EM on a parallel corpus
+      proxy        bag-of-words proxy model and its agreement with IBM Model 1
+    """
+
+
+def main():
+    """Console-script entry point."""
+    cli.main(prog_name="attn-dyn")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+r"""Simulated gradient descent on the exact population, read off as (mu, nu).
+
+Vashisht & Ramaswamy (2023), Section 4. Full-batch gradient descent with step
+``lr`` on :func:`minimal_attn.data.exact_population` is an Euler discretisation
+of the population gradient flow, so after ``k`` steps it approximates the ODE
+solution of :mod:`minimal_attn.ode` at time ``t = k * lr``.
+
+The parameters stay on the invariant set of Theorem 2,
+:math:`w_k = \mu (s_k - \bar s)` and :math:`u = \nu \sum_k s_k`; we read
+
+.. math:: \mu = \frac{\langle W, S - \bar s\rangle_F}{C - 1}, \qquad
+          \nu = u^\top \bar s,
+
+which are exact on that set (``||S - s_bar||_F^2 = C - 1``, ``s_bar . sum(s) = 1``).
+"""
+
+import numpy as np
+
+from . import fcam, ode
+from .data import exact_population, fixed_log_attention
+from .errors import check_alpha, check_int_at_least, check_paradigm, check_positive
+
+
+def read_mu_nu(params, S):
+    """(mu, nu) of parameters on the invariant set; S (C, d) are the foreground vectors."""
+    s_bar = S.mean(axis=0)                                  # (d,)
+    M = S - s_bar                                           # (C, d)
+    mu = float(np.sum(params["W"] * M) / (S.shape[0] - 1))
+    nu = float(params["u"] @ s_bar)
+    return mu, nu
+
+
+def simulate(paradigm, m, n_classes, t_max, lr=0.02, alpha=None, t_eval=None,
+             d=None, n_base=1, seed=0):
+    r"""Gradient descent from zero on the exact population, recorded at ``t_eval``.
+
+    Parameters
+    ----------
+    paradigm : ``sa``, ``ha`` or ``lv``
+    t_max : simulate ``round(t_max / lr)`` steps
+    lr : step size (the ODE time of step k is ``k * lr``)
+    alpha : None for the joint flow (Theorem 2); a fixed focus in [0, 1] for
+        Theorem 1 (only W trains, the attention is held at alpha)
+    t_eval : times to record (rounded to the nearest step); default every step
+
+    Returns
+    -------
+    dict of arrays ``t``, ``mu``, ``nu``, ``alpha``, ``beta`` (like :func:`ode.solve`).
+    """
+    paradigm = check_paradigm(paradigm, ode.ODE_PARADIGMS)
+    m = check_int_at_least("m", m, 2)
+    C = check_int_at_least("C (classes)", n_classes, 2)
+    check_positive("t-max", t_max)
+    check_positive("lr", lr)
+    data = exact_population(m, C, d=d, n_base=n_base, seed=seed)
+    n_steps = int(round(t_max / lr))
+    if t_eval is None:
+        record = np.arange(n_steps + 1)
+    else:
+        record = np.rint(np.asarray(t_eval, float) / lr).astype(int)
+    log_att = None if alpha is None else fixed_log_attention(data.z, m, check_alpha(alpha))
+    params = fcam.init_params(data.X.shape[2], C)
+    rows = {}
+    wanted = set(record.tolist())
+    for step in range(n_steps + 1):
+        if step in wanted:
+            rows[step] = read_mu_nu(params, data.S)
+        if step == n_steps:
+            break
+        _, grads = fcam.loss_and_grad(params, data.X, data.y, paradigm, log_att)
+        params = {k: params[k] - lr * grads[k] for k in params}
+    mu, nu = (np.array([rows[k][i] for k in record]) for i in (0, 1))
+    if alpha is None:
+        al = ode.alpha_of(nu, m)
+    else:
+        al = np.full_like(mu, alpha)
+        nu = np.full_like(mu, ode.nu_of(alpha, m))
+    return {"t": record * lr, "mu": mu, "nu": nu, "alpha": al, "beta": ode.beta_of(mu, C)}

@@ -1,0 +1,204 @@
+r"""Gradient-flow ODEs of the linear orthogonal setting, Theorems 1-2, Eqs. (1)-(6).
+
+Vashisht & Ramaswamy (2023), Section 4. Under Assumptions 1-3 with zero
+initialisation, gradient flow keeps the linear FCAM on a two-dimensional
+invariant set,
+
+.. math:: w_k(t) = \mu(t)\,(s_k - \bar s), \qquad u(t) = \nu(t) \textstyle\sum_k s_k,
+
+where :math:`\bar s = \frac1C\sum_k s_k`. Then :math:`u^\top s_y = \nu` and
+:math:`u^\top b = 0` for every background ``b``, so the foreground gets the
+attention :math:`\alpha = e^\nu/(e^\nu + m - 1)`; the true-class logit exceeds
+every other by :math:`\mu`, so a clean foreground is classified with
+:math:`\beta = e^\mu/(e^\mu + C - 1)`. The population losses are
+
+.. math::
+    L^{SA} = -\log\beta(\alpha\mu), \quad
+    L^{HA} = -\alpha\log\beta(\mu) + (1-\alpha)\log C, \quad
+    L^{LV} = -\log\big(\alpha\beta(\mu) + (1-\alpha)/C\big),
+
+and, because :math:`\|W\|_F^2 = (C-1)\mu^2` and :math:`\|u\|^2 = C\nu^2` on
+this set, gradient flow on (W, u) reads
+
+.. math:: \dot\mu = -\frac{1}{C-1}\frac{\partial L}{\partial\mu}, \qquad
+          \dot\nu = -\frac{1}{C}\frac{\partial L}{\partial\nu}.
+
+Written out (with :math:`\beta_a = \beta(\alpha\mu)` for SA and
+:math:`p = \alpha\beta + (1-\alpha)/C` for LV):
+
+=====  ==========================================  ==============================================
+       :math:`\dot\mu`                             :math:`\dot\nu`
+=====  ==========================================  ==============================================
+SA     :math:`\alpha(1-\beta_a)/(C-1)`             :math:`\mu\,\alpha(1-\alpha)(1-\beta_a)/C`
+HA     :math:`\alpha(1-\beta)/(C-1)`               :math:`\alpha(1-\alpha)\log(C\beta)/C`
+LV     :math:`\alpha\beta(1-\beta)/((C-1)p)`       :math:`\alpha(1-\alpha)(\beta-1/C)/(Cp)`
+=====  ==========================================  ==============================================
+
+Theorem 1 freezes the focus (:math:`\nu` constant, so :math:`\alpha` fixed) and
+integrates :math:`\dot\mu` in closed form, giving :math:`t(\mu)`
+(:func:`theorem1_time`), inverted numerically by :func:`theorem1_mu`.
+Theorem 2 is the joint flow from :math:`\mu = \nu = 0` (:func:`solve`).
+``tests/test_ode.py`` checks the right-hand sides against the gradient of the
+exact population loss and the trajectories against simulated gradient descent.
+"""
+
+import numpy as np
+from scipy.integrate import solve_ivp
+from scipy.optimize import brentq
+from scipy.special import expit
+
+from .errors import check_alpha, check_int_at_least, check_paradigm, check_positive
+
+ODE_PARADIGMS = ("sa", "ha", "lv")
+
+
+def beta_of(mu, n_classes):
+    r""":math:`\beta(\mu) = e^\mu / (e^\mu + C - 1)`, overflow-free."""
+    return expit(np.asarray(mu, dtype=float) - np.log(n_classes - 1))
+
+
+def alpha_of(nu, m):
+    r""":math:`\alpha(\nu) = e^\nu / (e^\nu + m - 1)`, the foreground attention."""
+    return expit(np.asarray(nu, dtype=float) - np.log(m - 1))
+
+
+def nu_of(alpha, m):
+    r"""Inverse of :func:`alpha_of`: :math:`\nu = \log(\alpha(m-1)/(1-\alpha))`."""
+    with np.errstate(divide="ignore"):
+        return np.log(alpha * (m - 1)) - np.log1p(-alpha)
+
+
+def population_loss(paradigm, mu, alpha, n_classes):
+    """Population loss of Section 4 at classifier strength ``mu`` and focus ``alpha``."""
+    C = n_classes
+    paradigm = check_paradigm(paradigm, ODE_PARADIGMS)
+    mu = np.asarray(mu, dtype=float)
+    # -log beta(x) = log(1 + (C-1) e^{-x}) = logaddexp(0, log(C-1) - x)
+    neg_log_beta = np.logaddexp(0.0, np.log(C - 1) - mu)
+    if paradigm == "sa":
+        return np.logaddexp(0.0, np.log(C - 1) - alpha * mu)
+    if paradigm == "ha":
+        return alpha * neg_log_beta + (1 - alpha) * np.log(C)
+    return -np.log(alpha * beta_of(mu, C) + (1 - alpha) / C)
+
+
+def rhs(paradigm, mu, nu, m, n_classes):
+    """Time derivatives (mu_dot, nu_dot) of Theorem 2, Eqs. (1)-(6)."""
+    C = n_classes
+    alpha = alpha_of(nu, m)
+    beta = beta_of(mu, C)
+    if paradigm == "sa":
+        one_minus_beta_a = 1.0 - beta_of(alpha * mu, C)
+        return (alpha * one_minus_beta_a / (C - 1),
+                mu * alpha * (1 - alpha) * one_minus_beta_a / C)
+    if paradigm == "ha":
+        return (alpha * (1 - beta) / (C - 1),
+                alpha * (1 - alpha) * (np.log(C) + np.log(beta)) / C)
+    if paradigm == "lv":
+        p = alpha * beta + (1 - alpha) / C
+        return (alpha * beta * (1 - beta) / ((C - 1) * p),
+                alpha * (1 - alpha) * (beta - 1.0 / C) / (C * p))
+    raise ValueError(f"unknown ODE paradigm {paradigm!r}")
+
+
+def solve(paradigm, m, n_classes, t_max, alpha=None, t_eval=None, n_points=401,
+          rtol=1e-10, atol=1e-12):
+    r"""Integrate the flow from :math:`\mu = 0` (and :math:`\nu = 0`) up to ``t_max``.
+
+    Parameters
+    ----------
+    paradigm : ``sa``, ``ha`` or ``lv``
+    m, n_classes : segments per mosaic and classes (both >= 2)
+    t_max : final time (> 0)
+    alpha : None for Theorem 2 (joint mu, nu from zero); a number in [0, 1]
+        for Theorem 1 (focus frozen at alpha, so nu is constant)
+    t_eval : times to report (default: ``n_points`` evenly spaced in [0, t_max])
+
+    Returns
+    -------
+    dict of arrays ``t``, ``mu``, ``nu``, ``alpha``, ``beta``.
+    """
+    paradigm = check_paradigm(paradigm, ODE_PARADIGMS)
+    m = check_int_at_least("m", m, 2)
+    C = check_int_at_least("C (classes)", n_classes, 2)
+    check_positive("t-max", t_max)
+    t_eval = np.linspace(0.0, t_max, n_points) if t_eval is None else np.asarray(t_eval, float)
+    if alpha is None:
+        def f(_, state):
+            return rhs(paradigm, state[0], state[1], m, C)
+        y0 = [0.0, 0.0]
+    else:
+        # Theorem 1: nu is frozen (possibly at +-inf for alpha = 1 or 0), so only mu moves
+        alpha = check_alpha(alpha)
+
+        def f(_, state):
+            return [_mu_dot_fixed(paradigm, state[0], alpha, C)]
+        y0 = [0.0]
+    sol = solve_ivp(f, (0.0, float(max(t_max, t_eval.max()))), y0,
+                    method="LSODA", t_eval=t_eval, rtol=rtol, atol=atol)
+    if not sol.success:  # pragma: no cover - the flows are smooth and monotone
+        raise RuntimeError(f"ODE solver failed: {sol.message}")
+    mu = sol.y[0]
+    if alpha is None:
+        nu = sol.y[1]
+        al = alpha_of(nu, m)
+    else:
+        nu = np.full_like(mu, nu_of(alpha, m))
+        al = np.full_like(mu, alpha)
+    return {"t": sol.t, "mu": mu, "nu": nu, "alpha": al, "beta": beta_of(mu, C)}
+
+
+def _mu_dot_fixed(paradigm, mu, alpha, C):
+    """mu_dot of Theorem 1 at a fixed focus alpha (also valid at alpha = 0 and 1)."""
+    if paradigm == "sa":
+        return alpha * (1.0 - beta_of(alpha * mu, C)) / (C - 1)
+    beta = beta_of(mu, C)
+    if paradigm == "ha":
+        return alpha * (1 - beta) / (C - 1)
+    return alpha * beta * (1 - beta) / ((C - 1) * (alpha * beta + (1 - alpha) / C))
+
+
+def theorem1_time(paradigm, mu, alpha, n_classes):
+    r"""Closed form of Theorem 1: the time at which the fixed-focus flow reaches ``mu``.
+
+    Integrating :math:`dt = d\mu / \dot\mu` from :math:`\mu = 0`:
+
+    .. math::
+        t^{SA} = \frac{e^{\alpha\mu} - 1}{\alpha^2} + \frac{(C-1)\mu}{\alpha}, \qquad
+        t^{HA} = \frac{e^{\mu} - 1 + (C-1)\mu}{\alpha},
+
+    .. math::
+        t^{LV} = e^\mu - 1 + (C-1)\mu + \frac{1-\alpha}{C\alpha}
+                 \big(e^\mu - 1 + 2(C-1)\mu + (C-1)^2(1 - e^{-\mu})\big).
+    """
+    paradigm = check_paradigm(paradigm, ODE_PARADIGMS)
+    C = n_classes
+    mu = np.asarray(mu, dtype=float)
+    if paradigm == "sa":
+        return np.expm1(alpha * mu) / alpha**2 + (C - 1) * mu / alpha
+    if paradigm == "ha":
+        return (np.expm1(mu) + (C - 1) * mu) / alpha
+    return (np.expm1(mu) + (C - 1) * mu
+            + (1 - alpha) / (C * alpha) * (np.expm1(mu) + 2 * (C - 1) * mu
+                                           - (C - 1) ** 2 * np.expm1(-mu)))
+
+
+def theorem1_mu(paradigm, t, alpha, n_classes):
+    r""":math:`\mu(t)` at a fixed focus ``alpha``: the root of ``theorem1_time(mu) = t``.
+
+    ``t`` may be an array; ``alpha = 0`` gives :math:`\mu \equiv 0` (no signal).
+    """
+    t = np.atleast_1d(np.asarray(t, dtype=float))
+    if alpha == 0:
+        return np.zeros_like(t)
+    out = np.empty_like(t)
+    for i, ti in enumerate(t):
+        if ti <= 0:
+            out[i] = 0.0
+            continue
+        hi = 1.0
+        while theorem1_time(paradigm, hi, alpha, n_classes) < ti:
+            hi *= 2.0
+        out[i] = brentq(lambda x: theorem1_time(paradigm, x, alpha, n_classes) - ti,
+                        0.0, hi, xtol=1e-14, rtol=1e-14)
+    return out

@@ -1,0 +1,96 @@
+"""`attn-dyn ode`: exit codes, JSON shape, files, bad input."""
+
+import csv
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from minimal_attn import ode
+from minimal_attn.cli.main import cli
+
+
+def run(*args):
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_json_shape_and_values():
+    r = run("ode", "--paradigm", "lv", "--m", "5", "--classes", "3", "--json",
+            "--t-eval", "0,1,10")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert list(out) == ["lv"]
+    for key in ("t", "mu", "nu", "alpha", "beta"):
+        assert len(out["lv"][key]) == 3
+    assert out["lv"]["t"] == [0.0, 1.0, 10.0]
+    assert out["lv"]["alpha"][0] == pytest.approx(0.2)           # 1/m at zero init
+    np.testing.assert_allclose(out["lv"]["mu"],
+                               ode.solve("lv", 5, 3, 10, t_eval=[0, 1, 10])["mu"])
+
+
+def test_all_paradigms_theorem1_json():
+    r = run("ode", "--m", "4", "--classes", "3", "--alpha", "1", "--json", "--t-eval", "2")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert sorted(out) == ["ha", "lv", "sa"]
+    for p in out:
+        assert out[p]["alpha"] == [1.0] and out[p]["nu"] == [None]   # nu frozen at +inf
+    # with alpha = 1 every paradigm sees the clean foreground: identical mu(t)
+    assert out["sa"]["mu"][0] == pytest.approx(out["ha"]["mu"][0], rel=1e-6)
+
+
+def test_out_writes_csv_and_figure(tmp_path):
+    r = run("ode", "--paradigm", "sa", "--m", "5", "--classes", "3", "--t-max", "4",
+            "--simulate", "--out", str(tmp_path))
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "ode.png", "ode_sa.csv", "ode_sa_simulated.csv"]
+    with open(tmp_path / "ode_sa.csv") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == ["t", "mu", "nu", "alpha", "beta"] and len(rows) > 10
+    assert (tmp_path / "ode.png").stat().st_size > 10_000
+    assert "|mu - mu_GD|" in r.stdout
+
+
+def test_default_runs_both_figure4_settings(tmp_path):
+    r = run("ode", "--paradigm", "ha", "--out", str(tmp_path), "--t-max", "5")
+    assert r.exit_code == 0, r.output
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["ode.png", "ode_ha_m20_C20.csv", "ode_ha_m5_C3.csv"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--paradigm", "xx"], "unknown paradigm"),
+    (["--m", "1"], "--m"),
+    (["--classes", "1"], "--classes"),
+    (["--alpha", "1.5"], "--alpha"),
+    (["--alpha", "-0.1"], "--alpha"),
+    (["--t-max", "0"], "--t-max"),
+    (["--t-max", "-3"], "--t-max"),
+    (["--t-eval", "a,b"], "--t-eval"),
+    (["--m", "abc"], "--m"),
+    (["--lr", "0"], "--lr"),
+])
+def test_bad_input_exits_2_with_one_line(args, message, tmp_path):
+    out = tmp_path / "out"
+    r = run("ode", *args, "--out", str(out))
+    assert r.exit_code == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error:") and message in lines[0]
+    assert "Traceback" not in r.output
+    assert not out.exists()                                         # nothing written
+
+
+def test_unwritable_out(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    r = run("ode", "--m", "3", "--classes", "2", "--out", str(blocker / "sub"))
+    assert r.exit_code == 2 and "--out" in r.stderr
+
+
+def test_aliases_and_help():
+    r = run("ode", "--paradigm", "soft", "--m", "3", "--classes", "2", "--json", "--t-eval", "1")
+    assert r.exit_code == 0 and list(json.loads(r.stdout)) == ["sa"]
+    r = run("ode", "--help")
+    assert r.exit_code == 0 and "Theorem 1" in r.output

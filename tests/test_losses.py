@@ -1,0 +1,120 @@
+"""Properties of the attention losses and inference rules (Section 2.3)."""
+
+import numpy as np
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from minimal_attn import fcam, losses
+from minimal_attn.errors import InputError
+
+finite = st.floats(-50, 50, allow_nan=False)
+
+
+@st.composite
+def scores_logits(draw, big=False):
+    n = draw(st.integers(1, 5))
+    m = draw(st.integers(2, 6))
+    c = draw(st.integers(2, 5))
+    elems = st.floats(-1e4, 1e4, allow_nan=False) if big else finite
+    scores = draw(arrays(np.float64, (n, m), elements=elems))
+    logits = draw(arrays(np.float64, (n, m, c), elements=elems))
+    y = draw(arrays(np.int64, (n,), elements=st.integers(0, c - 1)))
+    return scores, logits, y
+
+
+@given(data=st.data())
+def test_attention_rows_sum_to_one_and_ignore_shift(data):
+    scores, _, _ = data.draw(scores_logits())
+    shift = data.draw(arrays(np.float64, (scores.shape[0], 1), elements=finite))
+    a = losses.attention(scores)
+    np.testing.assert_allclose(a.sum(axis=1), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(losses.attention(scores + shift), a, atol=1e-12)
+
+
+@given(data=st.data())
+def test_losses_nonnegative(data):
+    scores, logits, y = data.draw(scores_logits())
+    assert losses.loss_sa(logits[:, 0], y) >= 0
+    assert losses.loss_ha(scores, logits, y) >= 0
+    assert losses.loss_lv(scores, logits, y) >= 0
+
+
+@given(data=st.data())
+def test_lv_is_at_most_ha(data):
+    # Jensen: -log E_a[sigma_y] <= E_a[-log sigma_y]
+    scores, logits, y = data.draw(scores_logits())
+    assert losses.loss_lv(scores, logits, y) <= losses.loss_ha(scores, logits, y) + 1e-9
+
+
+@given(data=st.data())
+def test_finite_at_magnitude_1e4(data):
+    scores, logits, y = data.draw(scores_logits(big=True))
+    values = [losses.loss_sa(logits[:, 0], y), losses.loss_ha(scores, logits, y),
+              losses.loss_lv(scores, logits, y)]
+    grads = [losses.grad_sa(logits[:, 0], y), *losses.grad_ha(scores, logits, y),
+             *losses.grad_lv(scores, logits, y)]
+    assert np.all(np.isfinite(values))
+    assert all(np.all(np.isfinite(g)) for g in grads)
+    for rule in ("sa", "ha", "lv"):
+        s = losses.infer(rule, scores, logits if rule != "sa" else logits[:, 0])
+        np.testing.assert_allclose(s.sum(axis=1), 1.0, rtol=1e-9)
+
+
+def test_extreme_logits_exact_values():
+    # CE of a logit gap of 1e4 is 1e4 exactly (no overflow), 0 for the right class
+    logits = np.array([[1e4, -1e4]])
+    assert losses.loss_sa(logits, np.array([1])) == pytest.approx(2e4)
+    assert losses.loss_sa(logits, np.array([0])) == pytest.approx(0.0, abs=1e-300)
+
+
+@given(data=st.data())
+def test_one_hot_attention_makes_paradigms_agree(data):
+    n, m, d, c = (data.draw(st.integers(1, 5)), data.draw(st.integers(2, 5)),
+                  data.draw(st.integers(1, 5)), data.draw(st.integers(2, 4)))
+    rng = np.random.default_rng(data.draw(st.integers(0, 10**6)))
+    params = {"W": rng.standard_normal((c, d)), "u": rng.standard_normal(d)}
+    X, y = rng.standard_normal((n, m, d)), rng.integers(c, size=n)
+    pick = rng.integers(m, size=n)
+    log_att = np.where(np.arange(m)[None] == pick[:, None], 0.0, -np.inf)
+    sa, ha, lv = (fcam.loss(params, X, y, p, log_attention=log_att) for p in ("sa", "ha", "lv"))
+    assert sa == pytest.approx(ha, rel=1e-10) and ha == pytest.approx(lv, rel=1e-10)
+    # the same limit reached through huge finite scores
+    scores = np.where(np.arange(m)[None] == pick[:, None], 1e4, -1e4)
+    logits = X @ params["W"].T
+    assert losses.loss_ha(scores, logits, y) == pytest.approx(sa, rel=1e-10)
+    assert losses.loss_lv(scores, logits, y) == pytest.approx(sa, rel=1e-10)
+
+
+def test_losses_hand_computed():
+    # one instance, m = 2, C = 2; attention (0.75, 0.25); class-1 probabilities 0.5 and 0.9
+    scores = np.array([[np.log(3.0), 0.0]])
+    logits = np.array([[[0.0, 0.0], [0.0, np.log(9.0)]]])
+    y = np.array([1])
+    assert losses.loss_ha(scores, logits, y) == pytest.approx(
+        -(0.75 * np.log(0.5) + 0.25 * np.log(0.9)))
+    assert losses.loss_lv(scores, logits, y) == pytest.approx(-np.log(0.75 * 0.5 + 0.25 * 0.9))
+    np.testing.assert_allclose(losses.infer_lv(scores, logits),
+                               [[0.75 * 0.5 + 0.25 * 0.1, 0.75 * 0.5 + 0.25 * 0.9]])
+    np.testing.assert_allclose(losses.infer_ha(scores, logits), [[0.5, 0.5]])
+
+
+@given(data=st.data())
+def test_hard_inference_uses_the_top_segment(data):
+    scores, logits, _ = data.draw(scores_logits())
+    top2 = np.sort(scores, axis=1)[:, -2:]
+    assume(np.all(top2[:, 1] - top2[:, 0] > 1e-3))
+    s = losses.infer_ha(scores, logits)
+    expected = losses.softmax(logits[np.arange(len(scores)), scores.argmax(axis=1)])
+    np.testing.assert_allclose(s, expected, rtol=1e-12)
+
+
+def test_hybrid_phase_and_names():
+    assert [losses.phase("hybrid", s, 3) for s in range(5)] == ["sa"] * 3 + ["ha"] * 2
+    assert losses.phase("lv", 10, 3) == "lv"
+    assert losses.phase("soft", 0, 3) == "sa"
+    with pytest.raises(InputError, match="unknown paradigm"):
+        losses.loss("hybrid", None, None, None)
+    with pytest.raises(InputError, match="unknown paradigm 'xx'"):
+        losses.infer("xx", None, None)
