@@ -1,0 +1,197 @@
+r"""Focus-prediction analysis and SAIF, Section 2.4, Table 1 and Figure 1.
+
+Vashisht & Ramaswamy (2023), Section 2.4: for each test instance take
+
+* the *focus* :math:`a_z`, the attention weight on the true foreground segment;
+* the *prediction* :math:`s_y`, the true-class score of the paradigm's
+  inference rule (:func:`minimal_attn.losses.infer`).
+
+Focus is "true" when :math:`a_z > \tau` and the prediction is "true" when
+:math:`s_y > \tau` (strict inequalities, :math:`\tau = 0.8`). The four cells
+FTPT, FTPF, FFPT, FFPF count the instances by (focus, prediction); SAIF, the
+fraction of *selective attention in the foreground*, is FTPT / N (Table 1).
+Figure 1 shows the joint distribution of :math:`(a_z, s_y)` as a 5 x 5 heat
+map of percentages.
+"""
+
+import os
+import sys
+
+import numpy as np
+
+from ._xp import to_numpy
+from .errors import InputError
+from .io import save_figure
+
+COUNT_KEYS = ("ftpt", "ftpf", "ffpt", "ffpf")   # focus true/false x prediction true/false
+_TOL = 1e-6                                      # float32 softmax can overshoot 1 slightly
+
+
+def _as_unit_vector(values, name):
+    v = np.asarray(to_numpy(values), dtype=np.float64)
+    if v.ndim != 1:
+        raise InputError(f"{name} must be a vector (N,), got shape {v.shape}")
+    if not np.all(np.isfinite(v)) or (v.size and (v.min() < -_TOL or v.max() > 1 + _TOL)):
+        raise InputError(f"{name} must hold finite values in [0, 1] (attention weights "
+                         "or probabilities)")
+    return np.clip(v, 0.0, 1.0)
+
+
+def _pair(a_z, s_y):
+    a_z, s_y = _as_unit_vector(a_z, "a_z"), _as_unit_vector(s_y, "s_y")
+    if a_z.shape != s_y.shape:
+        raise InputError(f"a_z {a_z.shape} and s_y {s_y.shape} must have one value "
+                         "per instance")
+    return a_z, s_y
+
+
+def focus_prediction_counts(a_z, s_y, threshold=0.8):
+    r"""FTPT, FTPF, FFPT, FFPF counts and SAIF = FTPT / N (Section 2.4, Table 1).
+
+    Parameters
+    ----------
+    a_z : array, shape (N,)   attention on the true foreground segment
+    s_y : array, shape (N,)   true-class score of the inference rule
+    threshold : float
+        :math:`\tau`; focus true iff ``a_z > tau``, prediction true iff
+        ``s_y > tau`` (strict, so a value of exactly 0.8 counts as false).
+
+    Returns
+    -------
+    dict
+        ``ftpt``, ``ftpf``, ``ffpt``, ``ffpf`` (int, summing to N) and ``saif``
+        (float in [0, 1]; NaN when N = 0).
+    """
+    a_z, s_y = _pair(a_z, s_y)
+    focus, pred = a_z > threshold, s_y > threshold
+    counts = {
+        "ftpt": int(np.sum(focus & pred)),
+        "ftpf": int(np.sum(focus & ~pred)),
+        "ffpt": int(np.sum(~focus & pred)),
+        "ffpf": int(np.sum(~focus & ~pred)),
+    }
+    n = a_z.size
+    counts["saif"] = counts["ftpt"] / n if n else float("nan")
+    return counts
+
+
+def saif(a_z, s_y, threshold=0.8):
+    """SAIF = FTPT / N, the fraction with focus and prediction both above ``threshold``."""
+    return focus_prediction_counts(a_z, s_y, threshold)["saif"]
+
+
+def heatmap(a_z, s_y, bins=5):
+    r"""Joint histogram of :math:`(a_z, s_y)` in percent (Figure 1).
+
+    The square [0, 1]^2 is cut into ``bins`` x ``bins`` cells of width
+    1/bins (0.2 for 5): cell (i, j) holds instances with
+    ``i/bins <= a_z < (i+1)/bins`` and ``j/bins <= s_y < (j+1)/bins``; the value
+    1.0 falls in the last cell. Note the cells are half-open on the right,
+    so a_z = 0.8 lies in the top row although focus is "true" only above 0.8.
+
+    Returns
+    -------
+    array, shape (bins, bins)
+        Percentages; **rows are a_z bins** (row 0: a_z in [0, 0.2)) and
+        **columns are s_y bins** (column 0: s_y in [0, 0.2)). Sums to 100
+        for N > 0; all zeros for N = 0.
+    """
+    a_z, s_y = _pair(a_z, s_y)
+    bins = int(bins)
+    if bins < 1:
+        raise InputError(f"bins must be an integer >= 1, got {bins}")
+    # compare with the edges k/bins (0.2, 0.4, ...) exactly; floor(v * bins) can
+    # round a value just below an edge up into the next bin
+    inner = np.arange(1, bins) / bins                                    # (bins-1,)
+    i = np.searchsorted(inner, a_z, side="right")                        # (N,) row
+    j = np.searchsorted(inner, s_y, side="right")                        # (N,) column
+    grid = np.zeros((bins, bins))
+    np.add.at(grid, (i, j), 1.0)
+    return grid * (100.0 / a_z.size) if a_z.size else grid
+
+
+def plot_heatmap(grid, title, path):
+    """Draw a :func:`heatmap` grid (a_z up the vertical axis) and save it atomically to ``path``.
+
+    Each cell is annotated with its percentage. The figure format follows
+    the extension of ``path`` (png, pdf, svg); its folder must exist.
+    """
+    grid = np.asarray(grid, dtype=np.float64)
+    if grid.ndim != 2 or grid.shape[0] != grid.shape[1] or not np.all(np.isfinite(grid)):
+        raise InputError(f"heat map must be a finite square grid, got shape {grid.shape}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise InputError(f"output folder {folder} does not exist; create it or "
+                         "choose another --out")
+    import matplotlib
+
+    if "matplotlib.pyplot" not in sys.modules:
+        matplotlib.use("Agg")        # headless; never switch a backend already in use
+    from matplotlib.figure import Figure
+
+    bins = grid.shape[0]
+    labels = [f"{k / bins:.1f}-{(k + 1) / bins:.1f}" for k in range(bins)]
+    fig = Figure(figsize=(5.2, 4.4))          # no pyplot: nothing global to clean up
+    ax = fig.add_subplot()
+    vmax = max(float(grid.max()), 1e-9)      # an all-zero grid still gets a valid scale
+    image = ax.imshow(grid, origin="lower", cmap="viridis", vmin=0.0, vmax=vmax)
+    for i in range(bins):
+        for j in range(bins):
+            dark = grid[i, j] < 0.5 * vmax
+            ax.text(j, i, f"{grid[i, j]:.1f}", ha="center", va="center", fontsize=8,
+                    color="white" if dark else "black")
+    ax.set_xticks(range(bins), labels, rotation=30)
+    ax.set_yticks(range(bins), labels)
+    ax.set_xlabel("true-class score s_y")
+    ax.set_ylabel("focus on foreground a_z")
+    ax.set_title(str(title))
+    fig.colorbar(image, ax=ax, label="% of instances")
+    fig.tight_layout()
+    save_figure(fig, path, dpi=120)
+    return path
+
+
+def foreground_scores(a, s, y, z):
+    """Per-instance ``a_z = a[n, z_n]`` and ``s_y = s[n, y_n]``.
+
+    ``a`` (N, m) attention weights, ``s`` (N, C) class scores of the inference
+    rule, ``y`` (N,) labels, ``z`` (N,) true foreground positions.
+    """
+    a = np.asarray(to_numpy(a), dtype=np.float64)
+    s = np.asarray(to_numpy(s), dtype=np.float64)
+    y = np.asarray(to_numpy(y)).reshape(-1)
+    z = np.asarray(to_numpy(z)).reshape(-1)
+    if a.ndim != 2 or s.ndim != 2:
+        raise InputError(f"attention must be (N, m) and scores (N, C), got {a.shape} "
+                         f"and {s.shape}")
+    n = a.shape[0]
+    if not (s.shape[0] == y.shape[0] == z.shape[0] == n):
+        raise InputError(f"a {a.shape}, s {s.shape}, y {y.shape} and z {z.shape} must "
+                         "have the same number of instances")
+    for name, v, hi in (("y", y, s.shape[1]), ("z", z, a.shape[1])):
+        if v.size and (not np.issubdtype(v.dtype, np.integer) or v.min() < 0 or v.max() >= hi):
+            raise InputError(f"{name} must hold integers in 0..{hi - 1}")
+    rows = np.arange(n)
+    return a[rows, z], s[rows, y]
+
+
+def summarise(a, s, y, z, threshold=0.8, bins=5):
+    """Accuracy, SAIF, the four focus-prediction fractions and the heat map.
+
+    Returns a JSON-ready dict: ``n``, ``accuracy`` (argmax of ``s`` equals
+    ``y``), ``saif``, ``ftpt``, ``ftpf``, ``ffpt``, ``ffpf`` as fractions of N,
+    ``threshold`` and ``heatmap`` (list of lists, rows = a_z bins, columns =
+    s_y bins, percent).
+    """
+    a_z, s_y = foreground_scores(a, s, y, z)
+    counts = focus_prediction_counts(a_z, s_y, threshold)
+    n = a_z.size
+    s = np.asarray(to_numpy(s))
+    y = np.asarray(to_numpy(y)).reshape(-1)
+    out = {"n": int(n),
+           "accuracy": float(np.mean(np.argmax(s, axis=1) == y)) if n else float("nan"),
+           "saif": float(counts["saif"])}
+    out.update({k: counts[k] / n if n else float("nan") for k in COUNT_KEYS})
+    out["threshold"] = float(threshold)
+    out["heatmap"] = heatmap(a_z, s_y, bins).tolist()
+    return out

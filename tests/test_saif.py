@@ -1,0 +1,132 @@
+"""Focus-prediction counts, SAIF (Section 2.4, Table 1) and the Figure 1 heat map."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from minimal_attn.errors import InputError
+from minimal_attn.saif import (
+    focus_prediction_counts,
+    foreground_scores,
+    heatmap,
+    plot_heatmap,
+    saif,
+    summarise,
+)
+
+# (a_z, s_y) pairs chosen on and around the thresholds; the expected cell is the comment
+A_Z = np.array([0.9, 0.81, 0.8, 0.8, 1.0, 0.0, 0.5, 0.95])
+S_Y = np.array([0.9, 0.5, 0.9, 0.8, 1.0, 1.0, 0.2, 0.80001])
+#    ftpt,  ftpf, ffpt, ffpf, ftpt, ffpt, ffpf, ftpt
+
+
+def test_counts_with_strict_thresholds():
+    c = focus_prediction_counts(A_Z, S_Y)
+    assert (c["ftpt"], c["ftpf"], c["ffpt"], c["ffpf"]) == (3, 1, 2, 2)
+    assert c["saif"] == pytest.approx(3 / 8)
+    assert saif(A_Z, S_Y) == pytest.approx(3 / 8)
+    # a lower threshold moves the exact-0.8 values into "true"
+    c = focus_prediction_counts(A_Z, S_Y, threshold=0.79)
+    assert (c["ftpt"], c["ftpf"], c["ffpt"], c["ffpf"]) == (5, 1, 1, 1)
+
+
+def test_heatmap_bins_and_orientation():
+    grid = heatmap(A_Z, S_Y)
+    assert grid.shape == (5, 5)
+    assert grid.sum() == pytest.approx(100.0)
+    expect = np.zeros((5, 5))
+    # rows are a_z bins, columns s_y bins; 0.8 opens the last bin, 1.0 falls in it
+    for i, j in [(4, 4), (4, 2), (4, 4), (4, 4), (4, 4), (0, 4), (2, 1), (4, 4)]:
+        expect[i, j] += 100 / 8
+    np.testing.assert_allclose(grid, expect)
+    # orientation: high focus with a wrong prediction is row 4, column 0 (not the transpose)
+    g = heatmap([1.0], [0.0])
+    assert g[4, 0] == 100.0 and g[0, 4] == 0.0
+
+
+@settings(deadline=None, max_examples=40)
+@given(data=st.data())
+def test_heatmap_and_counts_properties(data):
+    n = data.draw(st.integers(1, 50))
+    unit = st.floats(0.0, 1.0)
+    a_z = data.draw(hnp.arrays(np.float64, n, elements=unit))
+    s_y = data.draw(hnp.arrays(np.float64, n, elements=unit))
+    grid = heatmap(a_z, s_y)
+    assert grid.sum() == pytest.approx(100.0) and np.all(grid >= 0)
+    # row marginals are the a_z histogram, column marginals the s_y histogram
+    edges = [0, 0.2, 0.4, 0.6, 0.8, 1.0 + 1e-12]
+    np.testing.assert_allclose(grid.sum(1), 100 * np.histogram(a_z, edges)[0] / n)
+    np.testing.assert_allclose(grid.sum(0), 100 * np.histogram(s_y, edges)[0] / n)
+    c = focus_prediction_counts(a_z, s_y)
+    assert c["ftpt"] + c["ftpf"] + c["ffpt"] + c["ffpf"] == n
+    assert 0.0 <= c["saif"] <= 1.0
+    # SAIF only counts cells strictly above 0.8: it never exceeds the top-right cell
+    assert 100 * c["saif"] <= grid[4, 4] + 1e-9
+
+
+def test_empty_and_invalid_inputs():
+    assert math.isnan(saif([], []))
+    np.testing.assert_array_equal(heatmap([], []), np.zeros((5, 5)))
+    with pytest.raises(InputError, match=r"a_z must hold finite values in \[0, 1\]"):
+        saif([1.5], [0.5])
+    with pytest.raises(InputError, match="s_y"):
+        heatmap([0.5], [np.nan])
+    with pytest.raises(InputError, match="one value per instance"):
+        saif([0.5, 0.5], [0.5])
+    # float32 softmax may overshoot 1 by an ulp: accepted, and lands in the last bin
+    assert heatmap([np.float32(1.0000001)], [0.5])[4, 2] == 100.0
+
+
+def test_foreground_scores_and_summary():
+    a = np.array([[0.9, 0.05, 0.05],     # focus on z = 0
+                  [0.1, 0.1, 0.8],       # 0.8 on z = 2: focus false (strict)
+                  [0.3, 0.3, 0.4],
+                  [0.0, 1.0, 0.0]])
+    s = np.array([[0.1, 0.85],           # y = 1
+                  [0.95, 0.05],          # y = 0
+                  [0.6, 0.4],            # y = 1: wrong
+                  [0.1, 0.9]])           # y = 1
+    y, z = np.array([1, 0, 1, 1]), np.array([0, 2, 1, 1])
+    a_z, s_y = foreground_scores(a, s, y, z)
+    np.testing.assert_allclose(a_z, [0.9, 0.8, 0.3, 1.0])
+    np.testing.assert_allclose(s_y, [0.85, 0.95, 0.4, 0.9])
+    out = summarise(a, s, y, z)
+    assert out["n"] == 4 and out["accuracy"] == 0.75
+    assert out["saif"] == out["ftpt"] == 0.5
+    assert (out["ftpf"], out["ffpt"], out["ffpf"]) == (0.0, 0.25, 0.25)
+    assert isinstance(out["heatmap"], list) and len(out["heatmap"]) == 5
+    assert sum(map(sum, out["heatmap"])) == pytest.approx(100.0)
+    assert out["heatmap"][4][4] == 75.0 and out["heatmap"][1][2] == 25.0
+
+
+def test_foreground_scores_validation():
+    a, s = np.full((2, 3), 1 / 3), np.full((2, 2), 0.5)
+    with pytest.raises(InputError, match="z must hold integers in 0..2"):
+        foreground_scores(a, s, [0, 1], [0, 3])
+    with pytest.raises(InputError, match="y must hold integers in 0..1"):
+        foreground_scores(a, s, [0, 2], [0, 1])
+    with pytest.raises(InputError, match="same number of instances"):
+        foreground_scores(a, s, [0], [0, 1])
+
+
+def test_plot_heatmap_writes_file(tmp_path):
+    grid = heatmap(A_Z, S_Y)
+    path = tmp_path / "heat.png"
+    assert plot_heatmap(grid, "SA, m = 9", str(path)) == str(path)
+    data = path.read_bytes()
+    assert data.startswith(b"\x89PNG") and len(data) > 1000
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]
+    plot_heatmap(np.zeros((5, 5)), "empty", str(tmp_path / "zero.pdf"))
+    assert (tmp_path / "zero.pdf").read_bytes().startswith(b"%PDF")
+
+
+def test_plot_heatmap_validation(tmp_path):
+    with pytest.raises(InputError, match="square grid"):
+        plot_heatmap(np.zeros((5, 4)), "t", str(tmp_path / "x.png"))
+    with pytest.raises(InputError, match="does not exist"):
+        plot_heatmap(np.zeros((5, 5)), "t", str(tmp_path / "missing" / "x.png"))
+    assert not (tmp_path / "x.png").exists()
