@@ -94,16 +94,18 @@ def ode(paradigm, m, classes, t_max, alpha, simulate, lr, t_eval, out, as_json):
 
     results = []
     jobs = [(s, p) for s in settings for p in paradigms]
-    with click.progressbar(jobs, label="solving", file=sys.stderr,
-                           item_show_func=lambda j: j and f"{j[1]} m={j[0][0]} C={j[0][1]}"
-                           ) as bar:
-        for (mm, cc, tt), p in bar:
-            t_grid = times if times is not None else None
-            t_end = max([tt] + (times or []))
-            res = ode_lib.solve(p, mm, cc, t_end, alpha=alpha, t_eval=t_grid)
+    t_ends = {s: max([s[2]] + (times or [])) for s in settings}
+    # one unit per ODE solve, plus one per simulated gradient step
+    total = len(jobs) + (sum(int(round(t_ends[s] / lr)) for s, _ in jobs) if simulate else 0)
+    with click.progressbar(length=total, label="solving" + (" and simulating" if simulate else ""),
+                           file=sys.stderr) as bar:
+        for (mm, cc, tt), p in jobs:
+            t_end = t_ends[(mm, cc, tt)]
+            res = ode_lib.solve(p, mm, cc, t_end, alpha=alpha, t_eval=times)
+            bar.update(1)
             if simulate:
                 res["simulated"] = dynamics.simulate(p, mm, cc, t_end, lr=lr, alpha=alpha,
-                                                     t_eval=t_grid)
+                                                     t_eval=times, progress=bar.update)
             results.append(((mm, cc), p, res))
 
     by_setting = []

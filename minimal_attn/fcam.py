@@ -87,21 +87,21 @@ def loss_and_grad(params, X, y, paradigm, log_attention=None):
     out = forward(params, X, paradigm, log_attention)
     scores, logits, a = out["scores"], out["logits"], out["a"]
     if paradigm == "sa":
-        dlogits = losses.grad_sa(logits, y)                            # (N, C)
+        value, dlogits = losses.value_and_grad_sa(logits, y)           # (N, C)
         dW = dlogits.T @ out["x_tilde"]                                # (C, d)
         dx_tilde = dlogits @ W                                         # (N, d)
         da = xp.einsum("nd,nmd->nm", dx_tilde, X)                      # (N, m)
         # softmax backward: df_j = a_j (da_j - sum_k a_k da_k)
         dscores = a * (da - xp.sum(a * da, axis=1, keepdims=True))
     else:
-        dscores, dlogits = (losses.grad_ha if paradigm == "ha" else losses.grad_lv)(
-            scores, logits, y)
-        dW = xp.einsum("nmc,nmd->cd", dlogits, X)                      # (C, d)
+        value_and_grad = {"ha": losses.value_and_grad_ha, "lv": losses.value_and_grad_lv}
+        value, dscores, dlogits = value_and_grad[paradigm](scores, logits, y)
+        C, d = W.shape
+        dW = dlogits.reshape(-1, C).T @ X.reshape(-1, d)               # (C, d)
     if log_attention is None:
-        du = xp.einsum("nm,nmd->d", dscores, X)                        # (d,)
+        du = dscores.reshape(-1) @ X.reshape(-1, X.shape[-1])          # (d,)
     else:
         du = xp.zeros_like(params["u"])
-    value = losses.loss(paradigm, scores, logits, y)
     return float(value), {"W": dW, "u": du}
 
 

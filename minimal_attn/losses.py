@@ -112,11 +112,53 @@ def loss(paradigm, scores, logits, y):
 
 
 # --------------------------------------------------------------- backward
+def _log_probs(logits):
+    """(log_softmax, softmax) of the logits with one exp pass."""
+    xp = get_xp(logits)
+    shifted = logits - xp.max(logits, axis=-1, keepdims=True)
+    e = xp.exp(shifted)
+    total = xp.sum(e, axis=-1, keepdims=True)
+    return shifted - xp.log(total), e / total
+
+
+def value_and_grad_sa(logits, y):
+    """(loss, dlogits) of the batch-mean SA loss; see :func:`grad_sa`."""
+    logp, p = _log_probs(logits)
+    n = logits.shape[0]
+    return -get_xp(logits).mean(_pick(logp, y)), (p - _onehot_like(p, y)) / n
+
+
+def value_and_grad_ha(scores, logits, y):
+    """(loss, dscores, dlogits) of the batch-mean HA loss; see :func:`grad_ha`."""
+    xp = get_xp(logits)
+    n = logits.shape[0]
+    a = attention(scores)                                   # (N, m)
+    logp, p = _log_probs(logits)                            # (N, m, C)
+    ce = -_pick(logp, y)                                    # (N, m)
+    per_instance = xp.sum(a * ce, axis=1, keepdims=True)    # (N, 1)
+    dscores = a * (ce - per_instance) / n
+    dlogits = a[..., None] * (p - _onehot_like(p, y)) / n
+    return xp.mean(per_instance), dscores, dlogits
+
+
+def value_and_grad_lv(scores, logits, y):
+    """(loss, dscores, dlogits) of the batch-mean LV loss; see :func:`grad_lv`."""
+    xp = get_xp(logits)
+    n = logits.shape[0]
+    logp, p = _log_probs(logits)                            # (N, m, C)
+    log_a = log_softmax(scores)                             # (N, m)
+    joint = log_a + _pick(logp, y)                          # (N, m)
+    log_marginal = logsumexp(joint, axis=1, keepdims=True)  # (N, 1)
+    r = xp.exp(joint - log_marginal)                        # (N, m) posterior
+    dscores = (xp.exp(log_a) - r) / n
+    dlogits = r[..., None] * (p - _onehot_like(p, y)) / n
+    return -xp.mean(log_marginal), dscores, dlogits
+
+
 def grad_sa(logits, y):
     r"""dL^SA/dlogits = (softmax(logits) - onehot(y)) / N, shape (N, C). No score term:
     SA reaches the focus only through :math:`\tilde x`, which the model chains itself."""
-    p = softmax(logits)
-    return (p - _onehot_like(p, y)) / logits.shape[0]
+    return value_and_grad_sa(logits, y)[1]
 
 
 def grad_ha(scores, logits, y):
@@ -127,15 +169,7 @@ def grad_ha(scores, logits, y):
 
     with :math:`\ell_j = -\log\sigma_y(g(x_j))`, each divided by N.
     """
-    xp = get_xp(logits)
-    n = logits.shape[0]
-    a = attention(scores)                                   # (N, m)
-    logp = log_softmax(logits)                              # (N, m, C)
-    ce = -_pick(logp, y)                                    # (N, m)
-    dscores = a * (ce - xp.sum(a * ce, axis=1, keepdims=True)) / n
-    p = xp.exp(logp)
-    dlogits = a[..., None] * (p - _onehot_like(p, y)) / n
-    return dscores, dlogits
+    return value_and_grad_ha(scores, logits, y)[1:]
 
 
 def grad_lv(scores, logits, y):
@@ -149,15 +183,7 @@ def grad_lv(scores, logits, y):
 
     each divided by N.
     """
-    xp = get_xp(logits)
-    n = logits.shape[0]
-    logp = log_softmax(logits)                              # (N, m, C)
-    log_a = log_softmax(scores)                             # (N, m)
-    r = softmax(log_a + _pick(logp, y), axis=1)             # (N, m) posterior
-    dscores = (xp.exp(log_a) - r) / n
-    p = xp.exp(logp)
-    dlogits = r[..., None] * (p - _onehot_like(p, y)) / n
-    return dscores, dlogits
+    return value_and_grad_lv(scores, logits, y)[1:]
 
 
 # --------------------------------------------------------------- inference
