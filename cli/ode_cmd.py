@@ -7,8 +7,14 @@ import sys
 
 import click
 
-from minimal_attn.errors import (InputError, check_alpha, check_int_at_least,
-                                 check_paradigm, check_positive, parse_float_list)
+from minimal_attn.errors import (
+    InputError,
+    check_alpha,
+    check_int_at_least,
+    check_paradigm,
+    check_positive,
+    parse_float_list,
+)
 
 #: Figure 4's two settings (m, C, t_max), used when neither --m nor --classes is given.
 FIGURE4_SETTINGS = ((5, 3, 100.0), (20, 20, 1000.0))

@@ -199,6 +199,6 @@ def theorem1_mu(paradigm, t, alpha, n_classes):
         hi = 1.0
         while theorem1_time(paradigm, hi, alpha, n_classes) < ti:
             hi *= 2.0
-        out[i] = brentq(lambda x: theorem1_time(paradigm, x, alpha, n_classes) - ti,
+        out[i] = brentq(lambda x, ti=ti: theorem1_time(paradigm, x, alpha, n_classes) - ti,
                         0.0, hi, xtol=1e-14, rtol=1e-14)
     return out

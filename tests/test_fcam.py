@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
 from strategies import fcam_problem
 
 from minimal_attn import data, fcam, gradcheck
