@@ -30,6 +30,9 @@ def atomic_open(path, mode="w", **kwargs):
     """Open a temporary sibling of ``path``; on success move it onto ``path``."""
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=folder)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)      # mkstemp makes 0600; results are ordinary files
     try:
         with os.fdopen(fd, mode, **kwargs) as handle:
             yield handle

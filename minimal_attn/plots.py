@@ -1,0 +1,82 @@
+r"""Figures of Vashisht & Ramaswamy (2023), drawn with matplotlib (Agg, no display).
+
+* :func:`plot_fixed_focus_losses`: Figure 2, fixed-focus loss against epochs;
+* :func:`plot_incentives`: Figure 3, focus-improvement incentive against epochs.
+
+Both take the result of :func:`minimal_attn.fixed_focus.fixed_focus_curves`,
+``{paradigm: {alpha: {"epoch", "loss", "incentive", ...}}}`` (alpha keys may be
+numbers or the strings printed on the command line), draw one panel per
+paradigm and one curve per alpha, coloured along a colour map, and the closed
+form (``loss_closed_form`` / ``incentive_closed_form``, when present and not
+None) dashed on top. Files are written atomically with :func:`io.save_figure`.
+"""
+
+import numpy as np
+
+from .io import save_figure
+
+PARADIGM_TITLES = {"sa": "soft attention (SA)", "ha": "hard attention (HA)",
+                   "lv": "latent variable (LV)"}
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _panels(result, key, ylabel, title, path, log_y):
+    """One panel per paradigm, one curve per alpha; the closed form ``key + '_closed_form'``."""
+    plt = _pyplot()
+    paradigms = list(result)
+    fig, axes = plt.subplots(1, len(paradigms), figsize=(4.2 * len(paradigms) + 1.4, 3.8),
+                             squeeze=False, sharey=log_y)
+    for ax, p in zip(axes[0], paradigms):
+        curves = result[p]
+        colours = plt.cm.viridis(np.linspace(0.0, 0.9, max(len(curves), 1)))
+        for colour, (alpha, c) in zip(colours, sorted(curves.items(),
+                                                      key=lambda kv: float(kv[0]))):
+            epoch, y = np.asarray(c["epoch"]), np.asarray(c[key], dtype=float)
+            if log_y:   # a loss is > 0; guard the plot against an exact 0 all the same
+                y = np.where(y > 0, y, np.nan)
+            ax.plot(epoch, y, color=colour, lw=1.8, label=f"α = {float(alpha):g}")
+            exact = c.get(key + "_closed_form")
+            if exact is not None:
+                ax.plot(epoch, exact, color="black", lw=0.9, ls="--", alpha=0.8)
+        if log_y:
+            ax.set_yscale("log")
+        ax.set_title(PARADIGM_TITLES.get(p, p))
+        ax.set_xlabel("epoch")
+        ax.grid(True, alpha=0.3)
+    axes[0][0].set_ylabel(ylabel)
+    handles, labels = axes[0][-1].get_legend_handles_labels()
+    if any(c.get(key + "_closed_form") is not None for cs in result.values()
+           for c in cs.values()):
+        handles.append(plt.Line2D([], [], color="black", lw=0.9, ls="--"))
+        labels.append("closed form")
+    # fixed margins (tight_layout costs seconds on log axes); the legend right of the panels
+    fig.subplots_adjust(left=0.85 / fig.get_figwidth(), right=1 - 1.45 / fig.get_figwidth(),
+                        bottom=0.14, top=0.84, wspace=0.22 if log_y else 0.3)
+    fig.legend(handles, labels, fontsize=8, loc="center right", frameon=False)
+    fig.suptitle(title)
+    save_figure(fig, path, dpi=120)
+    plt.close(fig)
+
+
+def plot_fixed_focus_losses(result, path):
+    r"""Figure 2: :math:`L^{FF}(g_{\alpha,t}, \alpha)` per epoch, log-scale loss axis."""
+    _panels(result, "loss", "fixed-focus loss", "Fixed-focus loss (focus frozen at α)",
+            path, log_y=True)
+
+
+def plot_incentives(result, path):
+    r"""Figure 3: the incentive :math:`\delta_{\alpha,t}` per epoch, linear axis.
+
+    :math:`\delta_{\alpha,t} = L^{FF}(g_{\alpha,t}, \alpha) - L^{FF}(g_{\alpha,t}, \alpha')`
+    is 0 at epoch 0 (and for alpha = 1), so a log axis would hide the start.
+    """
+    _panels(result, "incentive", "incentive δ", "Focus-improvement incentive "
+            "L(g, α) − L(g, α′), α′ = min(α + δα, 1)", path, log_y=False)

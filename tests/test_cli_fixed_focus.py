@@ -1,0 +1,199 @@
+"""`attn-dyn fixed-focus`: JSON shape, files, the closed-form overlay, bad input."""
+
+import csv
+import json
+import pickle
+import sys
+import types
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from minimal_attn.cli.main import cli
+
+from minimal_attn import fixed_focus as ff
+
+SMALL = ["fixed-focus", "--m", "4", "--classes", "3", "--epochs", "6", "--lr", "0.1"]
+
+
+def run(*args):
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_json_shape_keys_as_typed_and_closed_form():
+    r = run(*SMALL, "--alphas", "0.50,1.0,0.05", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)                       # the progress bar stays on stderr
+    assert sorted(out) == ["ha", "lv", "sa"]
+    for p, curves in out.items():
+        assert list(curves) == ["0.50", "1.0", "0.05"]
+        for key, c in curves.items():
+            assert set(c) == {"epoch", "loss", "incentive", "loss_closed_form",
+                              "incentive_closed_form"}
+            assert c["epoch"] == list(range(7))
+            assert all(len(c[k]) == 7 for k in c)
+            exact = ff.closed_form_curves(p, [float(key)], 6, 0.1, 3)[float(key)]
+            np.testing.assert_allclose(c["loss_closed_form"], exact["loss_closed_form"])
+            np.testing.assert_allclose(c["loss"], c["loss_closed_form"], rtol=2e-3)
+            np.testing.assert_allclose(c["incentive"], c["incentive_closed_form"], atol=1e-4)
+        assert curves["1.0"]["incentive"] == [0.0] * 7          # alpha' = min(1.01, 1) = 1
+        assert curves["0.50"]["loss"][0] == pytest.approx(np.log(3))
+
+
+def test_delta_and_single_paradigm():
+    r = run(*SMALL, "--alphas", "0.3", "--paradigm", "hard", "--delta", "0.2", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert list(out) == ["ha"]
+    c = out["ha"]["0.3"]
+    # HA: L = -alpha log beta + (1 - alpha) log C, so the incentive for alpha' = alpha + 0.2
+    # is 0.2 (log C + log beta), with -log beta = (L - 0.7 log C) / 0.3
+    for kind in ("", "_closed_form"):
+        loss, inc = np.array(c["loss" + kind]), np.array(c["incentive" + kind])
+        np.testing.assert_allclose(inc, 0.2 * (np.log(3) - (loss - 0.7 * np.log(3)) / 0.3),
+                                   atol=1e-12)
+
+
+def test_out_writes_csvs_and_figures(tmp_path):
+    out = tmp_path / "figs"
+    r = run(*SMALL, "--alphas", "0.2,0.6", "--paradigm", "sa,lv", "--out", str(out))
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in out.iterdir()) == [
+        "fixed_focus_losses.png", "fixed_focus_lv.csv", "fixed_focus_sa.csv",
+        "focus_incentives.png"]
+    for png in ("fixed_focus_losses.png", "focus_incentives.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert (out / png).stat().st_size > 20_000
+    with open(out / "fixed_focus_lv.csv") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == ["alpha", "epoch", "loss", "incentive", "loss_closed_form",
+                       "incentive_closed_form"]
+    assert len(rows) == 1 + 2 * 7
+    assert [r[0] for r in rows[1:]] == ["0.2"] * 7 + ["0.6"] * 7
+    assert [int(r[1]) for r in rows[1:8]] == list(range(7))
+    assert float(rows[1][2]) == pytest.approx(np.log(3))
+    assert abs(float(rows[-1][2]) / float(rows[-1][4]) - 1) < 2e-3
+    assert "fixed_focus_losses.png" in r.stdout and "paradigm" in r.stdout
+
+
+def test_help_states_the_defaults():
+    r = run("fixed-focus", "--help")
+    assert r.exit_code == 0
+    text = " ".join(r.output.split())
+    assert "1000 epochs of step 5" in text and "Figures 2 and 3" in text
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--alphas", "0.2,1.5"], "[0, 1]"),
+    (["--alphas", "0.2,x"], "comma-separated"),
+    (["--alphas", "0.2,0.20"], "repeated"),
+    (["--paradigm", "hybrid"], "schedule"),
+    (["--paradigm", "sa,banana"], "unknown paradigm"),
+    (["--epochs", "0"], "--epochs"),
+    (["--lr", "-1"], "--lr"),
+    (["--delta", "0"], "--delta"),
+    (["--delta", "nan"], "--delta"),
+    (["--m", "1"], "--m"),
+    (["--classes", "1"], "--classes"),
+    (["--setting", "mnist"], "--setting"),
+    (["--setting", "cifar10"], "--data-dir"),
+])
+def test_bad_input_one_line_exit_2_nothing_written(tmp_path, args, message):
+    out = tmp_path / "out"
+    r = run(*SMALL, *args, "--out", str(out))
+    assert r.exit_code == 2, r.output
+    assert r.stderr.startswith("Error:") and len(r.stderr.strip().splitlines()) == 1
+    assert message in r.stderr
+    assert not out.exists()
+
+
+def test_out_is_a_file(tmp_path):
+    target = tmp_path / "file"
+    target.write_text("x")
+    r = run(*SMALL, "--out", str(target))
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_missing_cifar_folder_is_one_line(tmp_path):
+    r = run("fixed-focus", "--setting", "cifar10", "--data-dir", str(tmp_path / "nope"),
+            "--epochs", "1")
+    assert r.exit_code == 2, r.output
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_cifar10_runs_through_the_torch_model(shared_data, tmp_path):
+    pytest.importorskip("minimal_attn.backends.torch_fixed_focus")    # needs torch too
+    r = run("fixed-focus", "--setting", "cifar10", "--data-dir", str(shared_data / "cifar10"),
+            "--n-train", "12", "--m", "3", "--epochs", "1", "--alphas", "0.3,0.9",
+            "--json", "--out", str(tmp_path))
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert sorted(out) == ["ha", "lv", "sa"]
+    c = out["sa"]["0.3"]
+    assert c["epoch"] == [0, 1] and len(c["loss"]) == 2 and c["loss_closed_form"] is None
+    assert all(np.isfinite(c["loss"])) and all(np.isfinite(c["incentive"]))
+    assert (tmp_path / "fixed_focus_losses.png").stat().st_size > 0
+
+
+class StandInCNN:
+    """Stands in for backends.torch_fixed_focus.CNNFixedFocusModel: a linear g on pixels."""
+
+    made = []                                           # constructor calls, for the tests
+
+    def __init__(self, X, y, n_classes, device="cpu", seed=0):
+        assert X.dtype == np.float32 and X.ndim == 5 and X.shape[2:] == (3, 32, 32)
+        assert abs(float(X.mean())) < 3                  # normalised, not 0..255
+        StandInCNN.made.append({"shape": X.shape, "n_classes": n_classes, "device": device,
+                                "labels": sorted(set(y.tolist()))})
+        self.inner = ff.LinearFixedFocusModel(X.reshape(X.shape[0], X.shape[1], -1) / 50.0,
+                                              y, n_classes)
+
+    def __getattr__(self, name):                        # init, losses, step
+        return getattr(self.inner, name)
+
+
+@pytest.fixture
+def stand_in(monkeypatch):
+    module = types.ModuleType("minimal_attn.backends.torch_fixed_focus")
+    module.CNNFixedFocusModel = StandInCNN
+    monkeypatch.setitem(sys.modules, "minimal_attn.backends.torch_fixed_focus", module)
+    StandInCNN.made.clear()
+    return StandInCNN.made
+
+
+def test_cifar10_wiring(shared_data, stand_in, tmp_path):
+    """Real CIFAR-10 subset -> mosaics (airplane/automobile/bird foreground) -> the model."""
+    r = run("fixed-focus", "--setting", "cifar10", "--data-dir", str(shared_data / "cifar10"),
+            "--n-train", "9", "--m", "3", "--epochs", "2", "--lr", "0.01", "--alphas", "0.5",
+            "--device", "cpu", "--json", "--out", str(tmp_path))
+    assert r.exit_code == 0, r.output
+    assert stand_in == [{"shape": (9, 3, 3, 32, 32), "n_classes": 3, "device": "cpu",
+                         "labels": [0, 1, 2]}]
+    c = json.loads(r.stdout)["lv"]["0.5"]
+    assert c["loss_closed_form"] is None and c["incentive_closed_form"] is None
+    assert c["loss"][0] == pytest.approx(np.log(3)) and c["loss"][-1] < c["loss"][0]
+    with open(tmp_path / "fixed_focus_sa.csv") as f:
+        rows = list(csv.reader(f))
+    assert rows[1][4:] == ["", ""]                      # no closed form for CIFAR
+
+
+def test_cifar100_wiring(tmp_path, stand_in):
+    """A tiny CIFAR-100 archive (one image per fine class): the first --classes are foreground."""
+    root = tmp_path / "cifar-100-python"
+    root.mkdir()
+    rng = np.random.default_rng(0)
+    for split in ("train", "test"):
+        with open(root / split, "wb") as f:
+            pickle.dump({b"data": rng.integers(0, 256, (100, 3072), dtype=np.uint8),
+                         b"fine_labels": list(range(100)),
+                         b"coarse_labels": [k // 5 for k in range(100)]}, f)
+    with open(root / "meta", "wb") as f:
+        pickle.dump({b"fine_label_names": [f"c{k}".encode() for k in range(100)],
+                     b"coarse_label_names": [f"s{k}".encode() for k in range(20)]}, f)
+    r = run("fixed-focus", "--setting", "cifar100", "--data-dir", str(tmp_path),
+            "--classes", "4", "--n-train", "8", "--m", "2", "--epochs", "1", "--paradigm", "ha")
+    assert r.exit_code == 0, r.output
+    assert stand_in[0]["n_classes"] == 4 and stand_in[0]["labels"] == [0, 1, 2, 3]
+    r = run("fixed-focus", "--setting", "cifar100", "--data-dir", str(tmp_path),
+            "--classes", "100", "--epochs", "1")
+    assert r.exit_code == 2 and "--classes must be below 100" in r.stderr
