@@ -66,7 +66,7 @@ def _series(res):
               help='Print {paradigm: {"t": [...], "mu": [...], "nu": [...], '
                    '"alpha": [...], "beta": [...]}} to stdout.')
 def ode(paradigm, m, classes, t_max, alpha, simulate, lr, t_eval, out, as_json):
-    r"""Solve the linear-orthogonal gradient-flow ODEs (Theorems 1-2, Figure 4).
+    """Solve the linear-orthogonal gradient-flow ODEs (Theorems 1-2, Figure 4).
 
     mu is the classifier's logit margin (beta = e^mu / (e^mu + C - 1) is its
     true-class probability on a clean foreground) and nu the focus's

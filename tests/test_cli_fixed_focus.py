@@ -9,9 +9,9 @@ import types
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from minimal_attn.cli.main import cli
 
 from minimal_attn import fixed_focus as ff
+from minimal_attn.cli.main import cli
 
 SMALL = ["fixed-focus", "--m", "4", "--classes", "3", "--epochs", "6", "--lr", "0.1"]
 

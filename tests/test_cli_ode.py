@@ -6,9 +6,9 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from minimal_attn.cli.main import cli
 
 from minimal_attn import ode
+from minimal_attn.cli.main import cli
 
 
 def run(*args):

@@ -1,0 +1,164 @@
+r"""Agreement between attention-like vectors, Section 3.1 of Snell et al. (2021), Eqs. (10)-(11).
+
+For one output word, ``u`` and ``v`` score the L input positions (an
+attention row, a probe row beta). Eq. (10) asks whether the top position of
+``u`` is among the top 5% of ``v``:
+
+.. math:: A(u, v) = 1\Big[\, \big|\{\, l : v_l > v_{l^*} \,\}\big| < k \,\Big],
+          \quad l^* = \arg\max_l u_l, \quad k = \lceil 0.05\, L \rceil
+
+The inequality is strict and k is rounded up, so k >= 1: for L <= 20 the top
+position of ``u`` must be a (possibly tied) maximum of ``v``, and ties in ``v``
+count in favour (only strictly larger entries push l* out). Ties in ``u`` go to
+the first maximum, like ``np.argmax``. This is the rule of the authors'
+released code (``topKMatch_single`` with ``k = ceil(p L)``).
+
+The random baseline :math:`\hat A(v)` is A when :math:`l^*` is a uniformly
+random position: the fraction of positions of ``v`` that pass the test (the
+authors estimate it by shuffling v; here it is computed exactly).
+
+Eq. (11) contextualises an agreement by the performance a normally trained
+model needs to reach it: see :func:`xi`.
+
+Matrices here are (T, L): one row per output word, as returned by
+:func:`minimal_attn.proxy.beta_px` and :func:`minimal_attn.ibm1.beta_ibm`.
+"""
+
+import math
+
+import numpy as np
+from scipy import stats
+
+from .errors import InputError
+
+
+def top_k(L, percent=5.0):
+    """k of Eq. (10): ceil(percent/100 * L), which is >= 1 for L >= 1."""
+    return max(1, math.ceil(percent * L / 100.0))
+
+
+def _rows(u, v):
+    u, v = np.atleast_2d(np.asarray(u, dtype=float)), np.atleast_2d(np.asarray(v, dtype=float))
+    if u.shape != v.shape or u.shape[-1] == 0:
+        raise InputError(f"u and v must have the same non-empty shape, got {u.shape} and {v.shape}")
+    return u, v
+
+
+def agreement_rows(u, v, percent=5.0):
+    """Eq. (10) for every row of two (T, L) matrices: int array, shape (T,)."""
+    u, v = _rows(u, v)
+    k = top_k(u.shape[1], percent)
+    vstar = v[np.arange(len(v)), np.argmax(u, axis=1)]                    # (T,)
+    return ((v > vstar[:, None]).sum(axis=1) < k).astype(np.int64)
+
+
+def agreement(u, v, percent=5.0):
+    """A(u, v) of Eq. (10) for two vectors of length L: 1 or 0."""
+    if np.ndim(u) != 1:
+        raise InputError("agreement takes two vectors; use agreement_rows for matrices")
+    return int(agreement_rows(u, v, percent)[0])
+
+
+def baseline_rows(v, percent=5.0):
+    r"""The random baseline :math:`\hat A` for every row of ``v`` (T, L): float array (T,)."""
+    _, v = _rows(v, v)
+    k = top_k(v.shape[1], percent)
+    above = (v[:, None, :] > v[:, :, None]).sum(axis=2)                   # (T, L): #{v > v_l}
+    return (above < k).mean(axis=1)
+
+
+def agreement_baseline(v, percent=5.0):
+    r""":math:`\hat A(v)`: the expected A(u, v) when u's top position is uniformly random."""
+    return float(baseline_rows(np.asarray(v)[None, :], percent)[0])
+
+
+def kendall_tau(u, v):
+    """Kendall's tau-b between two vectors (NaN when L < 2 or either is constant)."""
+    u, v = np.asarray(u, dtype=float), np.asarray(v, dtype=float)
+    if u.size < 2 or np.all(u == u[0]) or np.all(v == v[0]):
+        return float("nan")
+    return float(stats.kendalltau(u, v)[0])
+
+
+def average_agreement(us, vs, percent=5.0, kendall=True):
+    """Eq. (10), its baseline and Kendall's tau averaged over all output words of a data set.
+
+    Parameters
+    ----------
+    us, vs : sequences of (T_n, L_n) arrays, one per pair (e.g. beta_px and beta_ibm)
+    kendall : bool   also average Kendall's tau (skipping words where it is NaN)
+
+    Returns
+    -------
+    dict with ``agreement``, ``baseline``, ``kendall_tau`` (or None) and
+    ``n_words`` (output words averaged over)
+    """
+    if len(us) != len(vs):
+        raise InputError(f"{len(us)} u matrices but {len(vs)} v matrices")
+    a, b, taus = [], [], []
+    for u, v in zip(us, vs):
+        if np.size(u) == 0:
+            continue
+        a.append(agreement_rows(u, v, percent))
+        b.append(baseline_rows(v, percent))
+        if kendall:
+            taus.extend(kendall_tau(ur, vr) for ur, vr in zip(np.atleast_2d(u),
+                                                               np.atleast_2d(v)))
+    if not a:
+        raise InputError("no output words to compare: every pair is empty")
+    taus = np.array(taus, dtype=float)
+    finite = taus[np.isfinite(taus)]
+    return {"agreement": float(np.concatenate(a).mean()),
+            "baseline": float(np.concatenate(b).mean()),
+            "kendall_tau": (float(finite.mean()) if finite.size else None) if kendall else None,
+            "n_words": int(sum(len(x) for x in a))}
+
+
+def xi(probe_agreement, run_agreements, run_performance):
+    r"""The contextualised agreement :math:`\xi`, Eq. (11).
+
+    A probe (e.g. :math:`\beta^{uf}` or :math:`\beta^{px}`) agrees with a
+    reference attention :math:`\alpha^*` (a fully trained model) to the
+    degree ``probe_agreement``. A normally trained run, checkpointed in
+    training order, agrees with :math:`\alpha^*` to the degree
+    ``run_agreements[c]`` at checkpoint c, with performance
+    ``run_performance[c]`` (accuracy, BLEU). :math:`\xi` is the performance
+    of the first checkpoint whose attention agrees with the reference more
+    than the probe does,
+
+    .. math:: \xi = P(c^*), \quad
+              c^* = \min\{\, c : A(\alpha^*, \alpha^{(c)}) > A(\alpha^*, \beta) \,\}
+
+    and NaN when no checkpoint gets there. A high :math:`\xi` means the probe
+    knows as much about where to attend as a model that already performs well.
+    """
+    run_agreements = np.asarray(run_agreements, dtype=float)
+    run_performance = np.asarray(run_performance, dtype=float)
+    if run_agreements.shape != run_performance.shape or run_agreements.ndim != 1:
+        raise InputError("run_agreements and run_performance must be vectors of one length "
+                         f"(one per checkpoint), got {run_agreements.shape} and "
+                         f"{run_performance.shape}")
+    passed = np.flatnonzero(run_agreements > probe_agreement)
+    return float(run_performance[passed[0]]) if passed.size else float("nan")
+
+
+def contextualised_agreement(reference, probe, checkpoints, performance, percent=5.0):
+    r"""Eq. (11) from raw matrices: :math:`\xi` and the agreements it is built from.
+
+    Parameters
+    ----------
+    reference : sequence of (T_n, L_n)   :math:`\alpha^*`, the reference attention per pair
+    probe : sequence of (T_n, L_n)       the probe, e.g. :math:`\beta^{uf}` per pair
+    checkpoints : sequence over c of sequences of (T_n, L_n)   a run's attention per checkpoint
+    performance : sequence over c of float                     that run's performance
+
+    Returns
+    -------
+    dict with ``xi``, ``probe_agreement`` (mean A(alpha*, beta)) and
+    ``run_agreements`` (mean A(alpha*, alpha^(c)) per checkpoint)
+    """
+    probe_a = average_agreement(reference, probe, percent, kendall=False)["agreement"]
+    run_a = [average_agreement(reference, attn, percent, kendall=False)["agreement"]
+             for attn in checkpoints]
+    return {"xi": xi(probe_a, run_a, performance), "probe_agreement": probe_a,
+            "run_agreements": run_a}

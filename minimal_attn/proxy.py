@@ -1,0 +1,252 @@
+r"""The bag-of-words proxy model of Snell et al. (2021), Eqs. (5), (6), (14) and (15).
+
+With attention frozen uniform, a seq2seq model predicts every output word from
+the same average input embedding. The proxy keeps only that (Section 2.3):
+
+.. math:: p_t = \mathrm{softmax}\Big(\frac{1}{L} \sum_{l=1}^{L} W e_{x_l}\Big)
+          \quad \text{for every } t, \qquad
+          \mathcal{L} = -\sum_{(x, y)} \sum_{t=1}^{T} \log p_t[y_t] \quad (14)
+
+with input embeddings ``e`` (|I|, d) and output matrix ``W`` (|O|, d). Its
+knowledge to translate individual words (KTIW) is read by the probe of Eq. (6),
+:math:`\beta^{px}_{t,l} = \mathrm{softmax}(W e_{x_l})[y_t]`. Binary
+classification is the case T = 1, |O| = 2 (Section 2.4).
+
+Gradients are written by hand beside the forward pass. With
+:math:`\bar e = \frac1L \sum_l e_{x_l}` (every occurrence counts) and
+:math:`g = T p - \sum_t \mathrm{onehot}(y_t)` per pair,
+``dW = sum_pairs g ebar^T`` and ``de_i = sum_pairs (n_i(x)/L) W^T g``.
+
+Eq. (15), Appendix A.2: under gradient flow from :math:`W, e \sim N(0, I/d)`,
+the logits :math:`W e_i` move at :math:`\tau = 0` with velocity
+:math:`\dot W e_i + W \dot e_i \to 2 (C[i, :] - \mathrm{mean}_o C[i, o])` as d
+grows, C the count table of Eq. (16); :func:`init_logit_velocity` computes both
+sides. Tables here are indexed [source word i, target word o], like
+:mod:`minimal_attn.ibm1`.
+"""
+
+import dataclasses
+from typing import NamedTuple
+
+import numpy as np
+
+from .errors import InputError, check_int_at_least, check_positive
+from .ibm1 import count_table
+
+
+def _log_softmax(z):
+    z = z - z.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+@dataclasses.dataclass
+class ProxyConfig:
+    """Training settings of the proxy model."""
+
+    d: int = 64              # embedding width
+    epochs: int = 5          # passes over the training pairs
+    batch_size: int = 64     # pairs per gradient step
+    lr: float = 1e-2         # step size (Adam; the paper's code used Adam)
+    optimizer: str = "adam"  # "adam" or "sgd"
+    seed: int = 0            # initialisation and shuffling
+
+
+class Batch(NamedTuple):
+    """A set of pairs, flattened: one entry per source token and per target token."""
+
+    src: np.ndarray        # (Ns,) source word ids
+    src_pair: np.ndarray   # (Ns,) pair of each source token
+    src_w: np.ndarray      # (Ns,) 1/L of its pair (the uniform attention)
+    tgt: np.ndarray        # (Nt,) target word ids
+    tgt_pair: np.ndarray   # (Nt,) pair of each target token
+    n_pairs: int
+
+
+def make_batch(src, tgt):
+    """Flatten lists of id arrays into a :class:`Batch` (pairs with an empty source are invalid)."""
+    L = np.array([len(s) for s in src], dtype=np.int64)
+    T = np.array([len(t) for t in tgt], dtype=np.int64)
+    if len(L) != len(T):
+        raise InputError(f"{len(L)} source sentences but {len(T)} target sentences")
+    if np.any(L == 0):
+        raise InputError(f"pair {int(np.argmin(L))} has an empty source; drop it")
+
+    def cat(seqs):
+        return (np.concatenate([np.asarray(s, dtype=np.int64) for s in seqs])
+                if len(seqs) else np.zeros(0, dtype=np.int64))
+
+    src_pair = np.repeat(np.arange(len(L)), L)
+    return Batch(cat(src), src_pair, 1.0 / L[src_pair], cat(tgt),
+                 np.repeat(np.arange(len(T)), T), len(L))
+
+
+def init_params(n_src, n_tgt, d, rng):
+    """``{"W": (|O|, d), "e": (|I|, d)}`` drawn from N(0, I/d), as in Section 4.1."""
+    scale = 1.0 / np.sqrt(d)
+    return {"W": rng.normal(0.0, scale, (n_tgt, d)), "e": rng.normal(0.0, scale, (n_src, d))}
+
+
+def loss_and_grads(params, batch):
+    """Forward pass of Eq. (5), summed NLL of Eq. (14), and hand-written gradients for W, e.
+
+    Returns
+    -------
+    loss : float
+    grads : dict  ``{"W": (|O|, d), "e": (|I|, d)}``
+    """
+    W, e = params["W"], params["e"]
+    B = batch.n_pairs
+    ebar = np.zeros((B, e.shape[1]))                                  # (B, d)
+    np.add.at(ebar, batch.src_pair, e[batch.src] * batch.src_w[:, None])
+    logp = _log_softmax(ebar @ W.T)                                   # (B, |O|), Eq. (5)
+    loss = -float(logp[batch.tgt_pair, batch.tgt].sum())
+    # backward: dz = T p - counts of each output word in the pair
+    T = np.bincount(batch.tgt_pair, minlength=B)                      # (B,) output lengths
+    dz = T[:, None] * np.exp(logp)                                    # (B, |O|)
+    np.add.at(dz, (batch.tgt_pair, batch.tgt), -1.0)
+    debar = dz @ W                                                    # (B, d)
+    de = np.zeros_like(e)
+    np.add.at(de, batch.src, debar[batch.src_pair] * batch.src_w[:, None])
+    return loss, {"W": dz.T @ ebar, "e": de}
+
+
+def beta_px(params, x, y):
+    r"""The proxy's probe, Eq. (6): :math:`\beta^{px}_{t,l} = \mathrm{softmax}(W e_{x_l})[y_t]`.
+
+    Parameters
+    ----------
+    x : int array, shape (L,)   source ids
+    y : int array, shape (T,)   target ids
+
+    Returns
+    -------
+    array, shape (T, L)
+    """
+    logp = _log_softmax(params["e"][np.asarray(x)] @ params["W"].T)  # (L, |O|)
+    return np.exp(logp[:, np.asarray(y)]).T                          # (T, L)
+
+
+def word_translation(params):
+    """The proxy's KTIW table softmax(W e_i) for every source word i, shape (|I|, |O|)."""
+    return np.exp(_log_softmax(params["e"] @ params["W"].T))
+
+
+# ------------------------------------------------------------------- training
+def _adam(params, grads, state, lr, b1=0.9, b2=0.999, eps=1e-8):
+    state["t"] = state.get("t", 0) + 1
+    for k, g in grads.items():
+        m = state.setdefault("m_" + k, np.zeros_like(g))
+        v = state.setdefault("v_" + k, np.zeros_like(g))
+        m *= b1
+        m += (1 - b1) * g
+        v *= b2
+        v += (1 - b2) * g * g
+        mhat, vhat = m / (1 - b1 ** state["t"]), v / (1 - b2 ** state["t"])
+        params[k] -= lr * mhat / (np.sqrt(vhat) + eps)
+
+
+def train_proxy(src, tgt, n_src, n_tgt, config=None, val=None, callback=None):
+    """Train the proxy on the summed NLL with minibatches; keep the best validation epoch.
+
+    Parameters
+    ----------
+    src, tgt : lists of int arrays      training pairs
+    config : ProxyConfig
+    val : (src, tgt) or None            held-out pairs; if given, the returned
+                                        parameters are those of the epoch with the
+                                        lowest validation loss (as the paper's code)
+    callback : callable(epoch, record)  after each epoch (progress bars)
+
+    Returns
+    -------
+    params : dict ``{"W", "e"}``
+    history : list of dict   per epoch: ``train_loss`` and ``val_loss`` per output word
+    """
+    cfg = config or ProxyConfig()
+    check_int_at_least("d", cfg.d, 1)
+    check_int_at_least("epochs", cfg.epochs, 0)
+    check_int_at_least("batch_size", cfg.batch_size, 1)
+    check_positive("lr", cfg.lr)
+    if cfg.optimizer not in ("adam", "sgd"):
+        raise InputError(f"optimizer must be adam or sgd, got {cfg.optimizer!r}")
+    rng = np.random.default_rng(cfg.seed)
+    params = init_params(n_src, n_tgt, cfg.d, rng)
+    n_words = max(sum(len(t) for t in tgt), 1)
+    val_batch = make_batch(*val) if val is not None else None
+    val_words = max(sum(len(t) for t in val[1]), 1) if val is not None else 1
+    best, best_loss, state, history = None, np.inf, {}, []
+    for epoch in range(1, cfg.epochs + 1):
+        order, total = rng.permutation(len(src)), 0.0
+        for start in range(0, len(src), cfg.batch_size):
+            idx = order[start:start + cfg.batch_size]
+            loss, grads = loss_and_grads(params, make_batch([src[i] for i in idx],
+                                                            [tgt[i] for i in idx]))
+            total += loss
+            if cfg.optimizer == "adam":
+                _adam(params, grads, state, cfg.lr)
+            else:
+                for k in params:
+                    params[k] -= cfg.lr * grads[k]
+        record = {"epoch": epoch, "train_loss": total / n_words}
+        if val_batch is not None:
+            record["val_loss"] = loss_and_grads(params, val_batch)[0] / val_words
+            if record["val_loss"] < best_loss:
+                best_loss = record["val_loss"]
+                best = {k: v.copy() for k, v in params.items()}
+        history.append(record)
+        if callback is not None:
+            callback(epoch, record)
+    return (best if best is not None else params), history
+
+
+# ------------------------------------------------------- Eq. (15), at tau = 0
+def logit_velocity(params, src, tgt):
+    r"""The gradient-flow velocity of the logit table :math:`Z = E W^\top`, shape (|I|, |O|).
+
+    With :math:`\dot W = -\partial\mathcal L/\partial W` and
+    :math:`\dot e = -\partial\mathcal L/\partial e` for the summed loss (14),
+    :math:`\dot Z = \dot E W^\top + E \dot W^\top`; row i holds
+    :math:`\frac{d}{d\tau} W e_i`.
+    """
+    _, g = loss_and_grads(params, make_batch(src, tgt))
+    return -(g["e"] @ params["W"].T + params["e"] @ g["W"].T)           # (|I|, |O|)
+
+
+def init_logit_velocity(src, tgt, n_src, n_tgt, d, rng):
+    r"""Both sides of Eq. (15): the logit velocity at initialisation and its large-d limit.
+
+    Returns
+    -------
+    exact : array, shape (|I|, |O|)   :func:`logit_velocity` at a fresh N(0, I/d) draw
+    limit : array, shape (|I|, |O|)   :math:`2 (C - \mathrm{mean}_o C)`, C from Eq. (16)
+
+    Notes
+    -----
+    The limit is exact whenever :math:`e_i \cdot e_j = \delta_{ij}`,
+    :math:`W_o \cdot W_{o'} = \delta_{oo'}` and :math:`W e_i = 0` (so
+    :math:`p_t` is uniform); a N(0, I/d) draw meets these up to O(1/sqrt(d)).
+    """
+    exact = logit_velocity(init_params(n_src, n_tgt, d, rng), src, tgt)
+    C = count_table(src, tgt, n_src, n_tgt)                              # (|I|, |O|)
+    return exact, 2.0 * (C - C.mean(axis=1, keepdims=True))
+
+
+def init_velocity_error(src, tgt, n_src, n_tgt, dims, n_seeds=3, seed=0):
+    """Relative Frobenius error of Eq. (15), averaged over seeds, for each d in ``dims``.
+
+    It shrinks like 1/sqrt(d): every inner product e_i.e_j and W_o.W_o' is
+    within O(1/sqrt(d)) of its limit delta, and so is softmax(W ebar) of uniform.
+
+    Returns
+    -------
+    float array, shape (len(dims),)
+    """
+    rng = np.random.default_rng(seed)
+    out = []
+    for d in dims:
+        errs = []
+        for _ in range(n_seeds):
+            exact, limit = init_logit_velocity(src, tgt, n_src, n_tgt, int(d), rng)
+            errs.append(np.linalg.norm(exact - limit) / np.linalg.norm(limit))
+        out.append(float(np.mean(errs)))
+    return np.array(out)

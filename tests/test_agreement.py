@@ -1,0 +1,131 @@
+"""Agreement metrics of Section 3.1: A of Eq. (10), its baseline, Kendall's tau, xi of Eq. (11)."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from minimal_attn import agreement as agr
+from minimal_attn.errors import InputError
+
+
+# ----------------------------------------------------------------- Eq. (10)
+def test_agreement_on_hand_made_vectors():
+    u = [0.1, 0.7, 0.2]
+    assert agr.agreement(u, [0.3, 0.5, 0.2]) == 1       # same top position
+    assert agr.agreement(u, [0.5, 0.3, 0.2]) == 0       # second in v, and k = 1 for L = 3
+
+
+def test_ties_in_v_count_in_favour_and_ties_in_u_take_the_first():
+    assert agr.agreement([0.0, 1.0, 0.0], [0.4, 0.4, 0.2]) == 1   # strict >: tie with the top
+    assert agr.agreement([0.5, 0.5, 0.0], [0.1, 0.9, 0.0]) == 0   # u's top is position 0
+    assert agr.agreement([0.5, 0.5, 0.0], [0.9, 0.1, 0.0]) == 1
+    assert agr.agreement([1.0, 0.0], [0.3, 0.3]) == 1             # constant v: every l is top
+
+
+def test_short_sequences():
+    assert agr.agreement([0.2], [5.0]) == 1                      # L = 1 always agrees
+    assert agr.agreement([0.2, 0.1], [0.1, 0.2]) == 0
+    assert agr.agreement_baseline([3.0]) == 1.0
+    assert agr.agreement_baseline([1.0, 2.0]) == 0.5
+
+
+def test_top_five_percent_rounds_up():
+    assert [agr.top_k(L) for L in (1, 19, 20, 21, 40, 41, 60)] == [1, 1, 1, 2, 2, 3, 3]
+    # u's top is v's second largest: out of the top 5% at L = 20, in at L = 21
+    for L, expected in ((20, 0), (21, 1)):
+        v = np.arange(L, dtype=float)
+        u = np.zeros(L)
+        u[L - 2] = 1.0
+        assert agr.agreement(u, v) == expected
+    assert agr.agreement(np.eye(41)[38], np.arange(41.0)) == 1   # third largest, k = 3
+    assert agr.agreement(np.eye(41)[37], np.arange(41.0)) == 0
+
+
+def test_baseline_exact_values():
+    assert agr.agreement_baseline(np.arange(10.0)) == pytest.approx(0.1)     # k / L
+    assert agr.agreement_baseline(np.arange(21.0)) == pytest.approx(2 / 21)
+    assert agr.agreement_baseline([1.0, 3.0, 3.0, 0.0]) == pytest.approx(0.5)  # two tied tops
+    assert agr.agreement_baseline(np.ones(7)) == 1.0
+
+
+def test_baseline_is_the_mean_over_shuffles():
+    # the authors estimate A-hat by shuffling v; the exact value is the average over all shifts
+    rng = np.random.default_rng(0)
+    u, v = rng.random(30), np.round(rng.random(30), 1)          # ties in v
+    shifts = [agr.agreement(u, np.roll(v, s)) for s in range(30)]
+    assert agr.agreement_baseline(v) == pytest.approx(np.mean(shifts))
+
+
+@settings(deadline=None, max_examples=60)
+@given(data=st.data())
+def test_agreement_properties(data):
+    L = data.draw(st.integers(1, 50))
+    vec = st.lists(st.floats(-1e3, 1e3), min_size=L, max_size=L)
+    u, v = np.array(data.draw(vec)), np.array(data.draw(vec))
+    a = agr.agreement(u, v)
+    assert a in (0, 1)
+    assert agr.agreement(u, u) == 1
+    assert agr.agreement(u, 3.0 * v + 7.0) == a                  # order is all that matters
+    assert agr.agreement(u, np.exp(v / 1e3)) == a
+    assert 0 < agr.agreement_baseline(v) <= 1
+    assert agr.agreement_rows(u[None], v[None]).tolist() == [a]
+
+
+def test_bad_shapes():
+    with pytest.raises(InputError, match="same non-empty shape"):
+        agr.agreement([1.0, 2.0], [1.0])
+    with pytest.raises(InputError):
+        agr.agreement([], [])
+
+
+# ------------------------------------------------------------ Kendall's tau
+def test_kendall_tau():
+    assert agr.kendall_tau([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert agr.kendall_tau([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert math.isnan(agr.kendall_tau([1.0], [2.0]))
+    assert math.isnan(agr.kendall_tau([1.0, 2.0], [3.0, 3.0]))
+    assert agr.kendall_tau([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(2 / 3)
+
+
+def test_average_over_output_words():
+    us = [np.array([[0.9, 0.1, 0.0], [0.0, 0.2, 0.8]]), np.array([[1.0]])]
+    vs = [np.array([[0.5, 0.4, 0.1], [0.6, 0.3, 0.1]]), np.array([[0.3]])]
+    out = agr.average_agreement(us, vs)
+    assert out["n_words"] == 3
+    assert out["agreement"] == pytest.approx(2 / 3)              # rows: 1, 0, 1
+    assert out["baseline"] == pytest.approx((1 / 3 + 1 / 3 + 1) / 3)
+    # tau: row 1 = 1, row 2 = -1, the L = 1 word has none and is skipped
+    assert out["kendall_tau"] == pytest.approx(0.0)
+    assert agr.average_agreement(us, vs, kendall=False)["kendall_tau"] is None
+    with pytest.raises(InputError):
+        agr.average_agreement(us, vs[:1])
+
+
+# ----------------------------------------------------------------- Eq. (11)
+def test_xi_on_a_hand_made_run():
+    perf = [10.0, 20.0, 30.0, 40.0]
+    assert agr.xi(0.5, [0.1, 0.3, 0.6, 0.8], perf) == 30.0
+    assert agr.xi(0.6, [0.1, 0.3, 0.6, 0.8], perf) == 40.0     # equal is not more
+    assert agr.xi(0.05, [0.1, 0.3, 0.6, 0.8], perf) == 10.0
+    assert math.isnan(agr.xi(0.9, [0.1, 0.3, 0.6, 0.8], perf))
+    assert agr.xi(0.5, [0.1, 0.7, 0.4, 0.8], perf) == 20.0     # the first crossing counts
+    with pytest.raises(InputError):
+        agr.xi(0.5, [0.1, 0.2], [1.0])
+
+
+def test_contextualised_agreement_from_matrices():
+    # reference attention points at position t for output word t (L = T = 3)
+    ref = [np.eye(3)]
+    probe = [np.array([[1.0, 0, 0], [1.0, 0, 0], [0, 0, 1.0]])]       # agrees on 2 of 3
+    checkpoints = [[np.ones((3, 3))],                                  # uniform: every l ties
+                   [np.array([[0, 1.0, 0], [1.0, 0, 0], [1.0, 0, 0]])],  # 0 of 3
+                   [np.eye(3)]]                                        # 3 of 3
+    out = agr.contextualised_agreement(ref, probe, checkpoints, [0.1, 0.4, 0.9])
+    assert out["probe_agreement"] == pytest.approx(2 / 3)
+    assert out["run_agreements"] == pytest.approx([1.0, 0.0, 1.0])
+    assert out["xi"] == 0.1            # a uniform attention ties everywhere, so A = 1 at once
+    out = agr.contextualised_agreement(ref, probe, checkpoints[1:], [0.4, 0.9])
+    assert out["xi"] == 0.9
