@@ -81,7 +81,8 @@ def _cnn_model(setting, data_dir, m, classes, n_train, device, seed):
     mos = mosaics.make_image_mosaics(splits.x_train, splits.y_train, fg, bg, m, n_train,
                                      seed=seed)
     X = mosaics.to_float_images(mos.X)                                  # (n, m, 3, 32, 32)
-    return CNNFixedFocusModel(X, mos.y, classes, device=device, seed=seed), mos.z
+    return (CNNFixedFocusModel(X, mos.y, classes, device=device, seed=seed, dataset=setting),
+            mos.z)
 
 
 def _jsonable(values):
@@ -124,7 +125,7 @@ def _jsonable(values):
                    '"loss_closed_form", "incentive_closed_form"}}} to stdout.')
 def fixed_focus(setting, m, classes, alphas, epochs, lr, delta, paradigm, data_dir, n_train,
                 device, seed, out, as_json):
-    r"""Fixed-focus loss and focus-improvement incentive curves (Figures 2 and 3).
+    """Fixed-focus loss and focus-improvement incentive curves (Figures 2 and 3).
 
     The focus is frozen at alpha on the foreground segment and (1 - alpha)/(m - 1)
     on each background one; only the classifier trains, from zero, one full-batch

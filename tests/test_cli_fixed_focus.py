@@ -140,11 +140,11 @@ class StandInCNN:
 
     made = []                                           # constructor calls, for the tests
 
-    def __init__(self, X, y, n_classes, device="cpu", seed=0):
+    def __init__(self, X, y, n_classes, device="cpu", seed=0, dataset="cifar10"):
         assert X.dtype == np.float32 and X.ndim == 5 and X.shape[2:] == (3, 32, 32)
         assert abs(float(X.mean())) < 3                  # normalised, not 0..255
         StandInCNN.made.append({"shape": X.shape, "n_classes": n_classes, "device": device,
-                                "labels": sorted(set(y.tolist()))})
+                                "labels": sorted(set(y.tolist())), "dataset": dataset})
         self.inner = ff.LinearFixedFocusModel(X.reshape(X.shape[0], X.shape[1], -1) / 50.0,
                                               y, n_classes)
 
@@ -168,7 +168,7 @@ def test_cifar10_wiring(shared_data, stand_in, tmp_path):
             "--device", "cpu", "--json", "--out", str(tmp_path))
     assert r.exit_code == 0, r.output
     assert stand_in == [{"shape": (9, 3, 3, 32, 32), "n_classes": 3, "device": "cpu",
-                         "labels": [0, 1, 2]}]
+                         "labels": [0, 1, 2], "dataset": "cifar10"}]
     c = json.loads(r.stdout)["lv"]["0.5"]
     assert c["loss_closed_form"] is None and c["incentive_closed_form"] is None
     assert c["loss"][0] == pytest.approx(np.log(3)) and c["loss"][-1] < c["loss"][0]
@@ -194,6 +194,24 @@ def test_cifar100_wiring(tmp_path, stand_in):
             "--classes", "4", "--n-train", "8", "--m", "2", "--epochs", "1", "--paradigm", "ha")
     assert r.exit_code == 0, r.output
     assert stand_in[0]["n_classes"] == 4 and stand_in[0]["labels"] == [0, 1, 2, 3]
+    assert stand_in[0]["dataset"] == "cifar100"
     r = run("fixed-focus", "--setting", "cifar100", "--data-dir", str(tmp_path),
             "--classes", "100", "--epochs", "1")
     assert r.exit_code == 2 and "--classes must be below 100" in r.stderr
+
+
+def test_cifar10_with_the_real_cnn(shared_data, tmp_path):
+    """End to end: CIFAR-10 mosaics through the torch CNN classifier of Appendix A.2."""
+    pytest.importorskip("torch")
+    r = run("fixed-focus", "--setting", "cifar10", "--data-dir", str(shared_data / "cifar10"),
+            "--n-train", "6", "--m", "2", "--epochs", "1", "--alphas", "0.2,1.0",
+            "--paradigm", "sa,lv", "--device", "cpu", "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    for p in ("sa", "lv"):
+        for a in ("0.2", "1.0"):
+            c = out[p][a]
+            assert len(c["loss"]) == 2 and all(np.isfinite(c["loss"]))
+            # a freshly initialised classifier is close to uniform over 3 classes
+            assert abs(c["loss"][0] - np.log(3)) < 0.3
+        assert out[p]["1.0"]["incentive"] == [0.0, 0.0]        # alpha' = alpha at alpha = 1

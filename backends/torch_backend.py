@@ -1,0 +1,215 @@
+r"""The losses, inference rules and linear FCAM of the NumPy core, in torch.
+
+Vashisht & Ramaswamy (2023), Section 2.3. Every function here has the name and
+signature of its twin in :mod:`minimal_attn.losses` or :mod:`minimal_attn.fcam`,
+so a caller swaps ``from minimal_attn import losses`` for
+``from minimal_attn.backends import torch_backend as losses``. Gradients come
+from torch autograd instead of the hand-written backward of the core; the
+conformance test (``tests/test_torch_backend.py``) requires both to agree on
+identical float64 inputs.
+
+The losses take torch tensors: *scores* (N, m) and classifier *logits*, (N, C)
+of :math:`g(\tilde x)` for SA and (N, m, C) of :math:`g(x_j)` for HA and LV.
+They stay in log space (log-softmax, log-sum-exp), so scores and logits of
+magnitude 1e4 give finite losses and gradients, and a fixed focus given as
+log-attention with ``-inf`` entries (Section 3) is exact.
+
+The linear FCAM twin lives in the namespace :data:`fcam`, so
+``torch_backend.fcam.loss(params, X, y, paradigm)`` mirrors
+``minimal_attn.fcam.loss`` while ``torch_backend.loss(paradigm, scores,
+logits, y)`` mirrors ``minimal_attn.losses.loss``.
+
+Pure schedule logic (:func:`phase`, :data:`LOSS_PARADIGMS`) is imported from
+the core, not rewritten.
+"""
+
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+from minimal_attn.errors import InputError, check_paradigm
+from minimal_attn.losses import LOSS_PARADIGMS, needs_aggregate, phase  # noqa: F401 (re-export)
+
+
+# --------------------------------------------------------------- device
+def get_device(name=None):
+    """The torch device to run on: CUDA when available, else the CPU.
+
+    Parameters
+    ----------
+    name : str or None
+        ``None`` or ``"auto"`` picks ``cuda`` if torch sees a GPU, else ``cpu``.
+        An explicit ``"cpu"``, ``"cuda"`` or ``"cuda:K"`` is checked: an
+        unknown name or a GPU that is not there raises :class:`InputError`.
+    """
+    if name is None or str(name).strip().lower() in ("", "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    text = str(name).strip().lower()
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError):
+        raise InputError(f"unknown device {name!r}: use auto, cpu, cuda or cuda:K") from None
+    if device.type == "cpu":
+        return device
+    if device.type != "cuda":
+        raise InputError(f"unsupported device {name!r}: use auto, cpu, cuda or cuda:K")
+    if not torch.cuda.is_available():
+        raise InputError(f"device {name!r} requested but torch sees no CUDA GPU; "
+                         "use --device cpu (or auto)")
+    index = 0 if device.index is None else device.index
+    if index >= torch.cuda.device_count():
+        raise InputError(f"device {name!r} requested but only {torch.cuda.device_count()} "
+                         "CUDA device(s) exist")
+    return device
+
+
+# --------------------------------------------------------------- primitives
+def logsumexp(z, axis=-1, keepdims=False):
+    """log(sum(exp(z))) along ``axis``; torch shifts by the max, and all -inf gives -inf."""
+    return torch.logsumexp(z, dim=axis, keepdim=keepdims)
+
+
+def log_softmax(z, axis=-1):
+    return torch.log_softmax(z, dim=axis)
+
+
+def softmax(z, axis=-1):
+    return torch.softmax(z, dim=axis)
+
+
+def attention(scores):
+    """Attention weights ``a = softmax(f)`` over the m segments; scores (N, m)."""
+    return softmax(scores, axis=-1)
+
+
+def _pick(logp, y):
+    """``logp[..., y_n]`` per instance: (N, C) -> (N,), (N, m, C) -> (N, m)."""
+    y = torch.as_tensor(y, device=logp.device, dtype=torch.long)
+    if logp.ndim == 2:
+        return logp.gather(1, y[:, None])[:, 0]
+    return logp.gather(2, y[:, None, None].expand(logp.shape[:2] + (1,)))[..., 0]
+
+
+# --------------------------------------------------------------- losses
+def loss_sa(logits, y):
+    r"""Soft-attention loss, batch mean: :math:`-\log\sigma_y(g(\tilde x))`; logits (N, C)."""
+    return -_pick(log_softmax(logits), y).mean()
+
+
+def loss_ha(scores, logits, y):
+    r"""Hard-attention loss, batch mean: :math:`\sum_j a_j(-\log\sigma_y(g(x_j)))`.
+
+    scores (N, m); logits (N, m, C). A weight a_j = 0 (score -inf) contributes
+    exactly 0, never 0 * inf.
+    """
+    ce = -_pick(log_softmax(logits), y)                     # (N, m)
+    return (attention(scores) * ce).sum(dim=1).mean()
+
+
+def loss_lv(scores, logits, y):
+    r"""LVML loss, batch mean: :math:`-\log\sum_j a_j\sigma_y(g(x_j))`, as a log-sum-exp."""
+    joint = log_softmax(scores) + _pick(log_softmax(logits), y)   # (N, m)
+    return -logsumexp(joint, axis=1).mean()
+
+
+def loss(paradigm, scores, logits, y):
+    """Dispatch on a loss paradigm (``sa``, ``ha`` or ``lv``)."""
+    paradigm = check_paradigm(paradigm, LOSS_PARADIGMS)
+    if paradigm == "sa":
+        return loss_sa(logits, y)
+    return {"ha": loss_ha, "lv": loss_lv}[paradigm](scores, logits, y)
+
+
+# --------------------------------------------------------------- inference
+def infer_sa(logits):
+    r"""SA inference :math:`s^{SA} = \sigma(g(\tilde x))`, (N, C)."""
+    return softmax(logits)
+
+
+def infer_ha(scores, logits):
+    r"""HA inference: :math:`\sigma(g(x_{\hat j}))`, :math:`\hat j = \arg\max_j a_j`; (N, C)."""
+    top = scores.argmax(dim=1)                              # (N,)
+    chosen = logits.gather(1, top[:, None, None].expand(-1, 1, logits.shape[2]))[:, 0]
+    return softmax(chosen)
+
+
+def infer_lv(scores, logits):
+    r"""LV inference, the marginal :math:`\sum_j a_j\sigma(g(x_j))`; (N, C)."""
+    joint = log_softmax(scores)[..., None] + log_softmax(logits)   # (N, m, C)
+    return logsumexp(joint, axis=1).exp()
+
+
+def infer(paradigm, scores, logits):
+    """Class scores s (N, C) by the paradigm's rule; ``hybrid`` ends in HA, so infers as HA."""
+    paradigm = check_paradigm(paradigm)
+    if paradigm == "sa":
+        return infer_sa(logits)
+    return {"ha": infer_ha, "hybrid": infer_ha, "lv": infer_lv}[paradigm](scores, logits)
+
+
+# --------------------------------------------------------------- linear FCAM
+def _tensor(a, dtype=None):
+    """``a`` as a torch tensor (NumPy arrays are wrapped, keeping float64)."""
+    return a if torch.is_tensor(a) else torch.as_tensor(np.asarray(a), dtype=dtype)
+
+
+def _fcam_forward(params, X, paradigm, log_attention=None):
+    """Scores, attention and logits of the linear FCAM (twin of :func:`minimal_attn.fcam.forward`).
+
+    ``params`` {"W": (C, d), "u": (d,)}, ``X`` (N, m, d): torch tensors or
+    NumPy arrays. SA returns logits (N, C) of :math:`W\\tilde x`; other
+    paradigms (N, m, C) of :math:`W x_j`.
+    """
+    X = _tensor(X)
+    W, u = _tensor(params["W"]), _tensor(params["u"])
+    scores = X @ u if log_attention is None else _tensor(log_attention)   # (N, m)
+    a = attention(scores)                                                  # (N, m)
+    out = {"scores": scores, "a": a}
+    if paradigm == "sa":
+        out["x_tilde"] = torch.einsum("nm,nmd->nd", a, X)                  # (N, d)
+        out["logits"] = out["x_tilde"] @ W.T                               # (N, C)
+    else:
+        out["logits"] = X @ W.T                                            # (N, m, C)
+    return out
+
+
+def _fcam_loss(params, X, y, paradigm, log_attention=None):
+    """Batch-mean loss of the linear FCAM as a float (twin of :func:`minimal_attn.fcam.loss`)."""
+    paradigm = check_paradigm(paradigm, LOSS_PARADIGMS)
+    with torch.no_grad():
+        out = _fcam_forward(params, X, paradigm, log_attention)
+        return float(loss(paradigm, out["scores"], out["logits"], _tensor(y)))
+
+
+def _fcam_loss_and_grad(params, X, y, paradigm, log_attention=None):
+    """Loss and ``{"W": dW, "u": du}`` by autograd (twin of ``minimal_attn.fcam.loss_and_grad``).
+
+    Gradients come back as NumPy arrays when ``params`` were NumPy, so the
+    core's optimisers and gradient checkers use them unchanged. With a fixed
+    focus (``log_attention``) ``du`` is zero, as in the core.
+    """
+    paradigm = check_paradigm(paradigm, LOSS_PARADIGMS)
+    leaves = {k: _tensor(v).detach().clone().requires_grad_(True) for k, v in params.items()}
+    out = _fcam_forward(leaves, X, paradigm, log_attention)
+    value = loss(paradigm, out["scores"], out["logits"], _tensor(y))
+    grads = torch.autograd.grad(value, [leaves["W"], leaves["u"]], allow_unused=True)
+    result = {}
+    for key, g in zip(("W", "u"), grads):
+        g = torch.zeros_like(leaves[key]) if g is None else g
+        result[key] = g if torch.is_tensor(params[key]) else g.detach().cpu().numpy()
+    return float(value.detach()), result
+
+
+def _fcam_predict(params, X, paradigm, log_attention=None):
+    """Class scores s (N, C) by the inference rule (twin of :func:`minimal_attn.fcam.predict`)."""
+    paradigm = check_paradigm(paradigm)
+    with torch.no_grad():
+        out = _fcam_forward(params, X, "sa" if paradigm == "sa" else "ha", log_attention)
+        s = infer(paradigm, out["scores"], out["logits"])
+    return s if torch.is_tensor(X) else s.cpu().numpy()
+
+
+#: The linear FCAM with :mod:`minimal_attn.fcam`'s names and signatures.
+fcam = SimpleNamespace(forward=_fcam_forward, loss=_fcam_loss,
+                       loss_and_grad=_fcam_loss_and_grad, predict=_fcam_predict)

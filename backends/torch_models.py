@@ -1,0 +1,291 @@
+r"""Focus and classifier CNNs of Appendix A.2, and the CNN FCAM that joins them.
+
+Vashisht & Ramaswamy (2023), Section 2.4 and Appendix A.2. A mosaic is ``m``
+images of 3 x 32 x 32. The *focus* CNN f maps each image to a score, the
+attention is :math:`a = \mathrm{softmax}(f(x_1), \dots, f(x_m))`, and the
+*classifier* CNN g maps an image to C logits:
+
+* SA classifies the attention-weighted average image, :math:`g(\sum_j a_j x_j)`;
+* HA and LV classify every segment, :math:`g(x_j)` for j = 1..m.
+
+Architectures (3 x 3 convolutions, ReLU, 2 x 2 max-pooling after the first two):
+
+=========  =========================  ===========================
+dataset    focus f                    classifier g
+=========  =========================  ===========================
+CIFAR-10   3 conv (32, 64, 64) +      3 conv (32, 64, 64) +
+           4 fc (512, 64, 10, 1)      4 fc (512, 64, 10, C)
+CIFAR-100  2 conv (32, 64) +          3 conv (32, 64, 64) +
+           2 fc (64, 1)               3 fc (512, 64, C)
+=========  =========================  ===========================
+
+The layer counts are those of Appendix A.2. The widths of the focus are those
+of the authors' released code; the paper's classifier widths were not at hand,
+so the classifier reuses the focus's (their released CIFAR-10 classifier is a
+smaller LeNet-style net with 2 convolutions): change ``ARCHITECTURES`` to match.
+
+Weights are Xavier-normal, biases zero; the focus has no biases and its
+output layer starts at zero, so every score is 0 and :math:`a = 1/m` at
+initialisation, the uniform start the analysis of Sections 3-4 assumes.
+
+All segments of a batch go through a network together, reshaped to
+(B*m, 3, 32, 32) and cut into chunks of ``chunk`` images: on a GPU one chunk
+(the whole batch) is fastest; on a small CPU one huge batch falls out of cache,
+so the CPU default :data:`CPU_CHUNK` was chosen by measurement
+(``benchmarks/bench_cnn_throughput.py``). Each chunk is channels-last, and
+focus and classifier process a chunk one after the other while it is in cache.
+
+:class:`ImageStore` keeps a mosaic set on the device (uint8 CIFAR pixels stay
+uint8 and are normalised per batch exactly as ``mosaics.to_float_images``).
+"""
+
+from dataclasses import dataclass, replace
+from typing import Tuple
+
+import numpy as np
+import torch
+from torch import nn
+
+from minimal_attn.errors import InputError
+from minimal_attn.mosaics import to_float_images
+
+from . import torch_backend as tb
+
+#: Images per network call on the CPU (B*m segments are cut into chunks of this
+#: size). Measured on a 2-core CPU with the CIFAR-10 networks: see the module doc.
+CPU_CHUNK = 100
+
+
+@dataclass(frozen=True)
+class CNNConfig:
+    """One CNN of Appendix A.2: 3 x 3 convolutions, then fully connected layers."""
+
+    conv_channels: Tuple[int, ...] = (32, 64, 64)   # output channels of each 3x3 conv
+    fc_widths: Tuple[int, ...] = (512, 64, 10)      # hidden fully connected widths
+    out_dim: int = 1                                # 1 (focus score) or C (class logits)
+    bias: bool = True                               # the focus has none (Appendix A.2)
+    zero_last: bool = False                         # output layer at zero: uniform focus
+    in_channels: int = 3
+    image_size: int = 32
+
+    def flat_size(self):
+        """Features entering the first fully connected layer."""
+        size = self.image_size
+        for i in range(len(self.conv_channels)):
+            size -= 2                                # 3x3 convolution, no padding
+            if i < 2:
+                size //= 2                           # 2x2 max-pool after the first two
+        if size < 1:
+            raise InputError(f"images of size {self.image_size} are too small for "
+                             f"{len(self.conv_channels)} convolutions")
+        return self.conv_channels[-1] * size * size
+
+
+#: (conv channels, hidden fc widths) per dataset and network.
+ARCHITECTURES = {
+    "cifar10": {"focus": ((32, 64, 64), (512, 64, 10)),
+                "classifier": ((32, 64, 64), (512, 64, 10))},
+    "cifar100": {"focus": ((32, 64), (64,)),
+                 "classifier": ((32, 64, 64), (512, 64))},
+}
+
+
+def _architecture(dataset):
+    # synthetic image mosaics use the CIFAR-10 networks
+    key = "cifar100" if dataset == "cifar100" else "cifar10"
+    return ARCHITECTURES[key]
+
+
+def focus_config(dataset="cifar10"):
+    """The focus CNN of Appendix A.2 for ``dataset`` (no biases, output layer at zero)."""
+    conv, fc = _architecture(dataset)["focus"]
+    return CNNConfig(conv, fc, out_dim=1, bias=False, zero_last=True)
+
+
+def classifier_config(dataset="cifar10", n_classes=3):
+    """The classifier CNN of Appendix A.2 for ``dataset`` with ``n_classes`` outputs."""
+    conv, fc = _architecture(dataset)["classifier"]
+    return CNNConfig(conv, fc, out_dim=int(n_classes), bias=True)
+
+
+def scaled(config, width=1.0):
+    """``config`` with every hidden width (channels, fc units) times ``width``, at least 1.
+
+    ``width=1`` is Appendix A.2; smaller widths make quick CPU runs and tests.
+    """
+    if width == 1.0:
+        return config
+    if not width > 0:
+        raise InputError(f"width must be > 0, got {width}")
+
+    def grow(sizes):
+        return tuple(max(1, round(s * width)) for s in sizes)
+
+    return replace(config, conv_channels=grow(config.conv_channels),
+                   fc_widths=grow(config.fc_widths))
+
+
+class ConvNet(nn.Module):
+    """A CNN of :class:`CNNConfig`: images (n, 3, 32, 32) -> outputs (n, out_dim)."""
+
+    def __init__(self, config, generator=None):
+        super().__init__()
+        self.config = config
+        layers, channels = [], config.in_channels
+        for i, out in enumerate(config.conv_channels):
+            layers.append(nn.Conv2d(channels, out, 3, bias=config.bias))
+            if i < 2:
+                # ReLU is monotone, so pool-then-ReLU equals ReLU-then-pool:
+                # the same network, with 4x fewer ReLU evaluations
+                layers.append(nn.MaxPool2d(2))
+            layers.append(nn.ReLU())
+            channels = out
+        layers.append(nn.Flatten())
+        width = config.flat_size()
+        for hidden in config.fc_widths:
+            layers += [nn.Linear(width, hidden, bias=config.bias), nn.ReLU()]
+            width = hidden
+        # registered before the body, so the generator initialises it first
+        self.output = nn.Linear(width, config.out_dim, bias=config.bias)
+        self.body = nn.Sequential(*layers)
+        self.reset_parameters(generator)
+
+    def reset_parameters(self, generator=None):
+        """Xavier-normal weights, zero biases; the output layer at zero if ``zero_last``."""
+        for module in self.modules():
+            if isinstance(module, (nn.Conv2d, nn.Linear)):
+                nn.init.xavier_normal_(module.weight, generator=generator)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+        if self.config.zero_last:
+            nn.init.zeros_(self.output.weight)
+
+    def forward(self, images):
+        return self.output(self.body(images))                            # (n, out_dim)
+
+
+class FCAM(nn.Module):
+    r"""CNN focus-classify attention model on mosaics (B, m, 3, 32, 32).
+
+    ``forward(X, paradigm)`` returns ``(scores, logits)``: scores (B, m) and
+    logits (B, C) of :math:`g(\sum_j a_j x_j)` for ``sa``, (B, m, C) of
+    :math:`g(x_j)` for ``ha``/``lv`` (a hybrid caller passes its phase).
+    ``log_attention`` (B, m) replaces the focus by a fixed one (Section 3).
+    """
+
+    def __init__(self, focus, classifier, chunk=None):
+        super().__init__()
+        self.focus = focus
+        self.classifier = classifier
+        self.chunk = chunk            # images per network call; None: by device
+
+    def _chunk_size(self, n, device):
+        if self.chunk is not None:
+            return max(1, int(self.chunk))
+        return n if device.type == "cuda" else CPU_CHUNK
+
+    def run(self, images, *nets):
+        """Each of ``nets`` on images (n, 3, 32, 32), chunk by chunk; one output per net.
+
+        All nets see a chunk while it is in cache; the chunk is made
+        channels-last, the layout oneDNN and cuDNN convolve fastest.
+        """
+        size = self._chunk_size(images.shape[0], images.device)
+        outs = [[] for _ in nets]
+        for part in images.split(size):
+            part = part.contiguous(memory_format=torch.channels_last)
+            for out, net in zip(outs, nets):
+                out.append(net(part))
+        return [o[0] if len(o) == 1 else torch.cat(o) for o in outs]
+
+    def scores(self, X):
+        """Focus scores f(x_j), (B, m)."""
+        B, m = X.shape[:2]
+        flat = X.reshape((B * m,) + X.shape[2:])                          # (B*m, 3, 32, 32)
+        return self.run(flat, self.focus)[0].reshape(B, m)                # (B, m)
+
+    def segment_logits(self, X):
+        """Classifier logits of every segment, g(x_j): (B, m, C)."""
+        B, m = X.shape[:2]
+        flat = X.reshape((B * m,) + X.shape[2:])                          # (B*m, 3, 32, 32)
+        return self.run(flat, self.classifier)[0].reshape(B, m, -1)       # (B, m, C)
+
+    def forward(self, X, paradigm, log_attention=None):
+        if paradigm == "sa":
+            scores = self.scores(X) if log_attention is None else log_attention
+            a = tb.attention(scores)                                      # (B, m)
+            x_tilde = torch.einsum("bm,bmchw->bchw", a, X)                # (B, 3, 32, 32)
+            return scores, self.run(x_tilde, self.classifier)[0]          # (B, C)
+        if paradigm not in ("ha", "lv"):
+            raise InputError(f"FCAM.forward needs a loss paradigm sa, ha or lv, got "
+                             f"{paradigm!r} (resolve hybrid with losses.phase)")
+        if log_attention is not None:
+            return log_attention, self.segment_logits(X)                  # (B, m, C)
+        B, m = X.shape[:2]
+        flat = X.reshape((B * m,) + X.shape[2:])                          # (B*m, 3, 32, 32)
+        scores, logits = self.run(flat, self.focus, self.classifier)
+        return scores.reshape(B, m), logits.reshape(B, m, -1)             # (B, m), (B, m, C)
+
+    @torch.no_grad()
+    def predict(self, X, paradigm):
+        """(scores (B, m), class scores s (B, C)) by the paradigm's inference rule.
+
+        HA (and hybrid) classify only the most-attended segment, which equals
+        :func:`torch_backend.infer_ha` on all segments at 1/m of the cost.
+        """
+        scores = self.scores(X)
+        if paradigm == "sa":
+            return scores, tb.infer_sa(self.forward(X, "sa", scores)[1])
+        if paradigm in ("ha", "hybrid"):
+            top = scores.argmax(dim=1)                                    # (B,)
+            chosen = X[torch.arange(X.shape[0], device=X.device), top]    # (B, 3, 32, 32)
+            return scores, tb.softmax(self.run(chosen, self.classifier)[0])
+        return scores, tb.infer_lv(scores, self.segment_logits(X))
+
+
+def _pixel_table():
+    """(3, 256) float32: ``to_float_images`` of every uint8 value in every channel.
+
+    Normalising a uint8 batch on the device by table lookup gives exactly the
+    core's :func:`minimal_attn.mosaics.to_float_images` while the data set stays
+    uint8 (4x smaller) in device memory.
+    """
+    probe = np.repeat(np.arange(256, dtype=np.uint8)[:, None, None, None], 3, axis=1)
+    return to_float_images(probe)[:, :, 0, 0].T.copy()                 # (3, 256)
+
+
+class ImageStore:
+    """Mosaics X (N, m, 3, H, W) and positions z on the device; ``store[idx]`` is float32."""
+
+    def __init__(self, X, device, z=None):
+        X = np.asarray(X)
+        self.table = None
+        if X.dtype == np.uint8:
+            self.table = torch.as_tensor(_pixel_table(), device=device)
+            self.channel = torch.arange(3, device=device).view(3, 1, 1)
+        elif X.dtype != np.float32:
+            X = X.astype(np.float32)
+        self.X = torch.as_tensor(X, device=device)
+        self.z = None if z is None else torch.as_tensor(np.asarray(z), device=device)
+        self.n = X.shape[0]
+
+    def __getitem__(self, idx):
+        batch = self.X[idx.to(self.X.device)]                             # (B, m, 3, H, W)
+        if self.table is None:
+            return batch
+        return self.table[self.channel, batch.long()]                     # (B, m, 3, H, W)
+
+
+def build_fcam(dataset="cifar10", n_classes=3, seed=0, chunk=None, device="cpu",
+               focus_cfg=None, classifier_cfg=None):
+    """A fresh :class:`FCAM` of Appendix A.2, initialised from ``seed`` (CPU generator).
+
+    The initial weights depend only on ``seed``, not on the device or on
+    global torch RNG state. ``focus_cfg``/``classifier_cfg`` override the
+    architectures (e.g. narrower networks for quick tests).
+    """
+    generator = torch.Generator().manual_seed(int(seed))
+    focus = ConvNet(focus_cfg or focus_config(dataset), generator)
+    classifier_cfg = classifier_cfg or classifier_config(dataset, n_classes)
+    classifier = ConvNet(replace(classifier_cfg, out_dim=int(n_classes)), generator)
+    return FCAM(focus, classifier, chunk).to(device, memory_format=torch.channels_last)

@@ -1,0 +1,215 @@
+"""`attn-dyn train`: results.json, summaries, heat maps, checkpoints, resume, bad input."""
+
+import csv
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from minimal_attn import PARADIGMS
+from minimal_attn.cli.main import cli
+
+NUMPY = ["train", "--backend", "numpy", "--epochs", "3", "--n-train", "60", "--n-test", "30",
+         "--m", "3", "--batch-size", "20"]
+TORCH = ["train", "--backend", "torch", "--epochs", "1", "--n-train", "12", "--n-test", "6",
+         "--m", "3", "--batch-size", "6", "--width", "0.25", "--device", "cpu",
+         "--no-progress"]
+
+
+def run(*args):
+    return CliRunner().invoke(cli, list(args))
+
+
+@pytest.fixture
+def one_thread():
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _check_results(out, paradigms, n_seeds):
+    results = json.loads((out / "results.json").read_text())
+    assert list(results) == paradigms                  # top level: paradigm names only
+    for p in paradigms:
+        entry = results[p]
+        for split in ("train", "test"):
+            e = entry[split]
+            for key in ("accuracy", "saif"):
+                assert 0.0 <= e[key] <= 1.0
+                values = [s[key] for s in e["per_seed"]]
+                assert e[key] == pytest.approx(np.mean(values))
+            assert len(e["per_seed"]) == n_seeds
+            assert [s["seed"] for s in e["per_seed"]] == list(range(n_seeds))
+            assert np.sum(e["heatmap"]) == pytest.approx(100.0)
+            assert (out / f"heatmap_{p}_{split}.png").stat().st_size > 1000
+        assert [len(h["epochs"]) for h in entry["history"]] == [
+            json.loads((out / "config.json").read_text())["epochs"]] * n_seeds
+        for seed in range(n_seeds):
+            assert (out / "checkpoints" / f"{p}_seed{seed}.ckpt").exists()
+            with np.load(out / f"instances_{p}_seed{seed}.npz") as inst:
+                assert set(inst.files) == {"train_a_z", "train_s_y", "test_a_z", "test_s_y"}
+    rows = list(csv.DictReader((out / "summary.csv").open()))
+    assert [r["paradigm"] for r in rows] == paradigms
+    assert float(rows[0]["test_accuracy_mean"]) == pytest.approx(
+        results[paradigms[0]]["test"]["accuracy"])
+    md = (out / "summary.md").read_text()
+    assert md.startswith("| paradigm | m |") and md.count("\n") == 2 + len(paradigms)
+    return results
+
+
+def test_numpy_backend_all_paradigms_two_seeds(tmp_path):
+    out = tmp_path / "run"
+    r = run(*NUMPY, "--seeds", "2", "--out", str(out))
+    assert r.exit_code == 0, r.output
+    results = _check_results(out, list(PARADIGMS), 2)
+    assert "| hybrid | 3 |" in r.stdout                            # the table is printed
+    assert results["sa"]["test"]["accuracy"] > 0.5                   # chance: 1/3
+    config = json.loads((out / "config.json").read_text())
+    assert config["backend"] == "numpy" and config["switch_epoch"] == 1
+    # SA phase then HA phase for the hybrid
+    phases = [h["phase"] for h in results["hybrid"]["history"][0]["epochs"]]
+    assert phases == ["sa", "ha", "ha"]
+
+
+def test_numpy_linear_orthogonal_and_resume_of_a_finished_run(tmp_path):
+    out = tmp_path / "lo"
+    args = [*NUMPY, "--dataset", "linear-orthogonal", "--paradigm", "lv,soft", "--out",
+            str(out)]
+    first = run(*args)
+    assert first.exit_code == 0, first.output
+    before = json.loads((out / "results.json").read_text())
+    assert list(before) == ["lv", "sa"]
+    again = run(*args, "--resume")
+    assert again.exit_code == 0, again.output
+    after = json.loads((out / "results.json").read_text())
+    for p in before:       # everything but the wall-clock time is identical
+        for split in ("train", "test"):
+            for s in before[p][split]["per_seed"] + after[p][split]["per_seed"]:
+                s.pop("seconds")
+    assert after == before
+
+
+def test_resume_without_checkpoint_starts_fresh(tmp_path):
+    r = run(*NUMPY, "--paradigm", "sa", "--out", str(tmp_path / "new"), "--resume")
+    assert r.exit_code == 0, r.output
+    assert "starting fresh" in r.stderr
+
+
+def test_torch_backend_synthetic(tmp_path, one_thread):
+    out = tmp_path / "cnn"
+    r = run(*TORCH, "--seeds", "2", "--out", str(out))
+    assert r.exit_code == 0, r.output
+    _check_results(out, list(PARADIGMS), 2)
+    config = json.loads((out / "config.json").read_text())
+    assert config["device"] == "cpu" and config["lr"]["ha"] == [0.005]
+
+
+def test_torch_backend_cifar10_subset(tmp_path, shared_data, one_thread):
+    folder = shared_data / "cifar10"
+    out = tmp_path / "c10"
+    r = run(*TORCH, "--dataset", "cifar10", "--data-dir", str(folder), "--paradigm", "sa,ha",
+            "--out", str(out))
+    assert r.exit_code == 0, r.output
+    _check_results(out, ["sa", "ha"], 1)
+    config = json.loads((out / "config.json").read_text())
+    assert config["foreground"] == ["airplane", "automobile", "bird"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--dataset", "mnist"], "mnist"),
+    (["--paradigm", "attention"], "unknown paradigm"),
+    (["--paradigm", "sa,sa"], "once each"),
+    (["--m", "1"], "m (segments per mosaic) must be an integer >= 2"),
+    (["--epochs", "0"], "--epochs"),
+    (["--threshold", "1.5"], "--threshold"),
+    (["--switch-epoch", "9"], "--switch-epoch"),
+    (["--lr", "-1"], "--lr"),
+    (["--backend", "numpy", "--dataset", "cifar10"], "--backend torch"),
+    (["--backend", "torch", "--dataset", "linear-orthogonal"], "--backend numpy"),
+    (["--backend", "torch", "--dataset", "cifar10"], "needs --data-dir"),
+    (["--backend", "torch", "--dataset", "cifar100", "--data-dir", "/nonexistent/x"],
+     "does not exist"),
+    (["--backend", "torch", "--device", "tpu"], "unknown device"),
+    (["--backend", "numpy", "--device", "cuda"], "applies to --backend torch"),
+    (["--resume"], "--resume needs --out"),
+])
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, args, message):
+    out = tmp_path / "never"
+    r = run("train", "--epochs", "1", "--n-train", "5", "--n-test", "5", *args,
+            *([] if "--resume" in args else ["--out", str(out)]))
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error:") and message in lines[0], lines
+    assert not out.exists()
+
+
+def test_unwritable_out_exits_2(tmp_path):
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("not a folder")
+    r = run(*NUMPY, "--out", str(blocker / "sub"))
+    assert r.exit_code == 2
+    assert r.stderr.count("\n") == 1 and "--out" in r.stderr
+
+
+def test_malformed_cifar_folder_exits_2(tmp_path):
+    folder = tmp_path / "cifar-10-batches-py"
+    folder.mkdir()
+    for name in ["data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4",
+                 "data_batch_5", "test_batch", "batches.meta"]:
+        (folder / name).write_bytes(b"not a pickle")
+    pytest.importorskip("torch")
+    r = run("train", "--dataset", "cifar10", "--data-dir", str(tmp_path), "--out",
+            str(tmp_path / "o"))
+    assert r.exit_code == 2 and "malformed" in r.stderr and r.stderr.count("\n") == 1
+    assert not (tmp_path / "o").exists()
+
+
+def test_help_lists_the_options():
+    r = run("train", "--help")
+    assert r.exit_code == 0
+    for option in ("--backend", "--dataset", "--data-dir", "--m", "--paradigm", "--epochs",
+                   "--seeds", "--n-train", "--n-test", "--out", "--resume", "--device",
+                   "--lr", "--batch-size", "--switch-epoch", "--threshold", "--chunk"):
+        assert option in r.output
+
+
+def _write_tiny_cifar100(root):
+    """A tiny CIFAR-100 in the official pickle layout: 100 classes, 2 train / 1 test image each."""
+    import pickle
+
+    from minimal_attn.cli.train_cmd import CIFAR100_FOREGROUND
+
+    folder = root / "cifar-100-python"
+    folder.mkdir()
+    names = list(CIFAR100_FOREGROUND) + [f"background_{i}" for i in range(50)]
+    rng = np.random.default_rng(0)
+    for split, per_class in (("train", 2), ("test", 1)):
+        labels = np.repeat(np.arange(100), per_class)
+        batch = {b"data": rng.integers(0, 256, (labels.size, 3072), dtype=np.uint8),
+                 b"fine_labels": labels.tolist(), b"coarse_labels": (labels // 5).tolist()}
+        (folder / split).write_bytes(pickle.dumps(batch))
+    meta = {b"fine_label_names": [n.encode() for n in names],
+            b"coarse_label_names": [f"super_{i}".encode() for i in range(20)]}
+    (folder / "meta").write_bytes(pickle.dumps(meta))
+    return root
+
+
+def test_torch_backend_tiny_cifar100(tmp_path, one_thread):
+    data_dir = _write_tiny_cifar100(tmp_path)
+    out = tmp_path / "c100"
+    r = run(*TORCH, "--dataset", "cifar100", "--data-dir", str(data_dir), "--paradigm", "lv",
+            "--out", str(out))
+    assert r.exit_code == 0, r.output
+    _check_results(out, ["lv"], 1)
+    config = json.loads((out / "config.json").read_text())
+    assert config["n_classes"] == 50 and config["lr"]["lv"] == [0.01]
+    # the CIFAR-100 networks: focus 2 conv + 2 fc, classifier 3 conv + 3 fc
+    import torch
+
+    state = torch.load(out / "checkpoints" / "lv_seed0.ckpt", weights_only=True)["model"]
+    ndims = {net: sorted(v.ndim for k, v in state.items() if k.startswith(net) and
+                         k.endswith("weight")) for net in ("focus", "classifier")}
+    assert ndims == {"focus": [2, 2, 4, 4], "classifier": [2, 2, 2, 4, 4, 4]}
