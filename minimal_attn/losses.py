@@ -64,14 +64,10 @@ def _pick(logp, y):
 
 
 def _onehot_like(p, y):
+    """e_y broadcastable against p: (N, C) for (N, C), (N, 1, C) for (N, m, C)."""
     xp = get_xp(p)
-    onehot = xp.zeros_like(p)
-    if p.ndim == 2:
-        xp.put_along_axis(onehot, y[:, None], 1.0, axis=1)
-    else:
-        xp.put_along_axis(onehot, xp.broadcast_to(y[:, None, None], p.shape[:2] + (1,)),
-                          1.0, axis=2)
-    return onehot
+    labels = y.reshape(y.shape + (1,) * (p.ndim - 1))      # (N, 1) or (N, 1, 1)
+    return (labels == xp.arange(p.shape[-1])).astype(p.dtype)
 
 
 # --------------------------------------------------------------- losses
