@@ -20,3 +20,13 @@ def shared_data():
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared datasets not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture
+def torch_one_thread():
+    """Small networks gain nothing from threads; a shared CPU loses a lot to them."""
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -22,13 +22,7 @@ from minimal_attn.backends.torch_models import ImageStore  # noqa: E402
 from minimal_attn.backends.torch_train import train_run  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Small networks gain nothing from threads; a shared CPU loses a lot to them."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 @pytest.fixture(scope="module")
