@@ -18,7 +18,6 @@ from minimal_attn.backends.torch_models import (  # noqa: E402
     scaled,
 )
 
-
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 

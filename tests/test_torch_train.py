@@ -21,7 +21,6 @@ from minimal_attn.backends.torch_fixed_focus import CNNFixedFocusModel  # noqa: 
 from minimal_attn.backends.torch_models import ImageStore  # noqa: E402
 from minimal_attn.backends.torch_train import train_run  # noqa: E402
 
-
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
