@@ -154,7 +154,7 @@ def _split(src, tgt, val_src, val_tgt, holdout, tokenizer, max_pairs):
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report to stdout.")
 def proxy(src, tgt, val_src, val_tgt, holdout, max_pairs, tokenizer, min_count, dim, epochs,
           batch_size, lr, seed, ibm_iterations, percent, out, as_json):
-    """Train the bag-of-words proxy model (Eqs. 5, 14) and compare its probe with IBM Model 1.
+    """Train the bag-of-words proxy model and compare its probe with IBM Model 1 (Eqs. 5, 14).
 
     Reports, over the output words of held-out pairs, the agreement
     A(beta^px, beta^IBM) of Eq. (10) (is the top source position of the proxy's
