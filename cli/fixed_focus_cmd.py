@@ -11,9 +11,9 @@ from minimal_attn.errors import (
     InputError,
     check_alpha,
     check_int_at_least,
-    check_paradigm,
     check_positive,
     parse_float_list,
+    parse_paradigms,
 )
 
 FF_PARADIGMS = ("sa", "ha", "lv")
@@ -37,16 +37,9 @@ def _alphas(text):
 
 
 def _paradigms(text):
-    if str(text).strip().lower() == "all":
-        return list(FF_PARADIGMS)
-    names = [n for n in str(text).split(",") if n.strip()]
-    if any(n.strip().lower() == "hybrid" for n in names):
+    if any(n.strip().lower() == "hybrid" for n in str(text).split(",")):
         raise InputError("hybrid is a schedule, not a fixed-focus loss: use sa, ha, lv or all")
-    out = [check_paradigm(n, FF_PARADIGMS) for n in names]
-    if not out or len(set(out)) != len(out):
-        raise InputError(f"--paradigm {text!r}: give sa, ha, lv (comma-separated, once each) "
-                         "or all")
-    return out
+    return parse_paradigms(text, FF_PARADIGMS)
 
 
 def _linear_model(m, classes, seed):

@@ -11,9 +11,9 @@ from minimal_attn.errors import (
     InputError,
     check_alpha,
     check_int_at_least,
-    check_paradigm,
     check_positive,
     parse_float_list,
+    parse_paradigms,
 )
 
 #: Figure 4's two settings (m, C, t_max), used when neither --m nor --classes is given.
@@ -44,7 +44,7 @@ def _series(res):
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--paradigm", default="all", show_default=True,
-              help="sa, ha, lv or all (aliases: soft, hard).")
+              help="sa, ha, lv, a comma list such as sa,lv, or all (aliases: soft, hard).")
 @click.option("--m", "m", type=int, default=None,
               help="Segments per mosaic (>= 2). Omit --m and --classes for Figure 4's "
                    "two settings: (m, C) = (5, 3) and (20, 20).")
@@ -84,8 +84,7 @@ def ode(paradigm, m, classes, t_max, alpha, simulate, lr, t_eval, out, as_json):
     from minimal_attn.io import ensure_dir, write_csv
     from minimal_attn.ode_plot import plot_trajectories
 
-    paradigms = (ODE_PARADIGMS if str(paradigm).lower() == "all"
-                 else (check_paradigm(paradigm, ODE_PARADIGMS),))
+    paradigms = parse_paradigms(paradigm, ODE_PARADIGMS)
     settings = _settings(m, classes, t_max)
     if alpha is not None:
         check_alpha(alpha, "--alpha")

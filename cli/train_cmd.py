@@ -14,9 +14,8 @@ import time
 import click
 import numpy as np
 
-from minimal_attn import PARADIGMS
 from minimal_attn.data import Mosaics
-from minimal_attn.errors import InputError, check_int_at_least, check_paradigm, check_positive
+from minimal_attn.errors import InputError, check_int_at_least, check_positive, parse_paradigms
 
 BACKEND_DATASETS = {"numpy": ("synthetic", "linear-orthogonal"),
                     "torch": ("synthetic", "cifar10", "cifar100")}
@@ -30,16 +29,6 @@ CIFAR100_FOREGROUND = (
     "kangaroo", "fox", "porcupine", "possum", "raccoon", "skunk", "crab", "lobster", "snail",
     "spider", "worm", "baby", "boy", "girl", "man", "woman", "crocodile", "dinosaur",
     "lizard", "snake", "turtle", "hamster", "mouse", "rabbit", "shrew", "squirrel")
-
-
-def _paradigms(text):
-    if str(text).strip().lower() == "all":
-        return list(PARADIGMS)
-    out = [check_paradigm(p) for p in str(text).split(",") if p.strip()]
-    if not out or len(set(out)) != len(out):
-        raise InputError(f"--paradigm {text!r}: give sa, ha, lv, hybrid (comma-separated, "
-                         "once each) or all")
-    return out
 
 
 def _split(full, n_train):
@@ -260,7 +249,7 @@ def train(backend, dataset, data_dir, m, paradigm, epochs, seeds, n_train, n_tes
           --epochs 150 --batch-size 256 --seeds 5 --n-train 30000
           --n-test 10000 --device cuda --out runs/c10_m5
     """
-    paradigms = _paradigms(paradigm)
+    paradigms = parse_paradigms(paradigm)
     _check_options(backend, dataset, m, epochs, seeds, n_train, n_test, batch_size, lr,
                    hybrid_lr, switch_epoch, threshold, chunk, width, n_classes, resume, out,
                    device)

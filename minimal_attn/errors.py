@@ -27,6 +27,17 @@ def check_paradigm(name, allowed=PARADIGMS):
     return key
 
 
+def parse_paradigms(text, allowed=PARADIGMS, option="--paradigm"):
+    """Parse ``"all"`` or a comma list such as ``"sa,lv"`` into canonical names, once each."""
+    if str(text).strip().lower() == "all":
+        return list(allowed)
+    out = [check_paradigm(name, allowed) for name in str(text).split(",") if name.strip()]
+    if not out or len(set(out)) != len(out):
+        raise InputError(f"{option} {text!r}: give {', '.join(allowed)} (comma-separated, "
+                         "once each) or all")
+    return out
+
+
 def check_int_at_least(name, value, low):
     """Require an integer ``value >= low`` (e.g. m >= 2 segments, C >= 2 classes)."""
     if int(value) != value or value < low:

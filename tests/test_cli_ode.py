@@ -94,3 +94,10 @@ def test_aliases_and_help():
     assert r.exit_code == 0 and list(json.loads(r.stdout)) == ["sa"]
     r = run("ode", "--help")
     assert r.exit_code == 0 and "Theorem 1" in r.output
+
+
+def test_comma_list_of_paradigms():
+    r = run("ode", "--paradigm", "lv,sa", "--m", "3", "--classes", "2", "--json", "--t-eval", "1")
+    assert r.exit_code == 0 and list(json.loads(r.stdout)) == ["lv", "sa"]
+    r = run("ode", "--paradigm", "sa,sa")
+    assert r.exit_code == 2 and "once each" in r.stderr
