@@ -21,15 +21,6 @@ def run(*args):
     return CliRunner().invoke(cli, list(args))
 
 
-@pytest.fixture
-def one_thread():
-    torch = pytest.importorskip("torch")
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _check_results(out, paradigms, n_seeds):
     results = json.loads((out / "results.json").read_text())
     assert list(results) == paradigms                  # top level: paradigm names only
@@ -98,7 +89,7 @@ def test_resume_without_checkpoint_starts_fresh(tmp_path):
     assert "starting fresh" in r.stderr
 
 
-def test_torch_backend_synthetic(tmp_path, one_thread):
+def test_torch_backend_synthetic(tmp_path, torch_one_thread):
     out = tmp_path / "cnn"
     r = run(*TORCH, "--seeds", "2", "--out", str(out))
     assert r.exit_code == 0, r.output
@@ -107,7 +98,7 @@ def test_torch_backend_synthetic(tmp_path, one_thread):
     assert config["device"] == "cpu" and config["lr"]["ha"] == [0.005]
 
 
-def test_torch_backend_cifar10_subset(tmp_path, shared_data, one_thread):
+def test_torch_backend_cifar10_subset(tmp_path, shared_data, torch_one_thread):
     folder = shared_data / "cifar10"
     out = tmp_path / "c10"
     r = run(*TORCH, "--dataset", "cifar10", "--data-dir", str(folder), "--paradigm", "sa,ha",
@@ -197,7 +188,7 @@ def _write_tiny_cifar100(root):
     return root
 
 
-def test_torch_backend_tiny_cifar100(tmp_path, one_thread):
+def test_torch_backend_tiny_cifar100(tmp_path, torch_one_thread):
     data_dir = _write_tiny_cifar100(tmp_path)
     out = tmp_path / "c100"
     r = run(*TORCH, "--dataset", "cifar100", "--data-dir", str(data_dir), "--paradigm", "lv",
