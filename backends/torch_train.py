@@ -266,6 +266,7 @@ def train_run(config, train, test, out_dir=None, resume=False, progress=True,
     if path is not None:
         ensure_dir(os.path.dirname(path))
 
+    test_eval = None        # the test evaluation after the latest epoch, reused at the end
     for epoch in range(start, config.epochs):
         phase, lr = config.phase(epoch), config.learning_rate(epoch)
         for group in optimizer.param_groups:
@@ -276,8 +277,8 @@ def train_run(config, train, test, out_dir=None, resume=False, progress=True,
             loss, acc, a_z = _train_epoch(model, optimizer, stores["train"], y_train, phase,
                                           generator, config.batch_size, bar)
         _check_finite(loss, config, epoch)
-        test_summary, _ = evaluate(model, stores["test"], test, config.paradigm,
-                                   config.threshold)
+        test_eval = evaluate(model, stores["test"], test, config.paradigm, config.threshold)
+        test_summary = test_eval[0]
         record = {"epoch": epoch + 1, "phase": phase, "lr": lr, "loss": loss,
                   "train_running_accuracy": acc, "train_mean_a_z": a_z,
                   "test_accuracy": test_summary["accuracy"], "test_saif": test_summary["saif"]}
@@ -294,8 +295,8 @@ def train_run(config, train, test, out_dir=None, resume=False, progress=True,
 
     train_summary, train_inst = evaluate(model, stores["train"], train, config.paradigm,
                                          config.threshold)
-    test_summary, test_inst = evaluate(model, stores["test"], test, config.paradigm,
-                                       config.threshold)
+    test_summary, test_inst = test_eval or evaluate(model, stores["test"], test,
+                                                    config.paradigm, config.threshold)
     return _result(config, train_summary, test_summary, history,
                    {"train": train_inst, "test": test_inst}, start)
 
@@ -333,6 +334,7 @@ def train_numpy_run(config, train, test, out_dir=None, resume=False, progress=Tr
         ensure_dir(os.path.dirname(path))
     batch = min(config.batch_size, n)
     steps = -(-n // batch)
+    test_eval = None        # the test evaluation after the latest epoch, reused at the end
     for epoch in range(start, config.epochs):
         phase, lr = config.phase(epoch), config.learning_rate(epoch, LINEAR_LR)
         with _Progress(progress, steps, f"{config.paradigm} seed {config.seed} "
@@ -341,7 +343,8 @@ def train_numpy_run(config, train, test, out_dir=None, resume=False, progress=Tr
                 params, train.X, train.y, phase, lr, steps, batch_size=batch,
                 seed=[config.seed, epoch], callback=lambda step, p, v: bar.update(v))
         a = losses.attention(train.X @ params["u"])
-        test_summary, _ = _linear_evaluate(params, test, config.paradigm, config.threshold)
+        test_eval = _linear_evaluate(params, test, config.paradigm, config.threshold)
+        test_summary = test_eval[0]
         history.append({"epoch": epoch + 1, "phase": phase, "lr": lr,
                         "loss": _check_finite(float(np.mean(values)), config, epoch),
                         "train_mean_a_z": float(np.mean(a[np.arange(n), train.z])),
@@ -356,6 +359,7 @@ def train_numpy_run(config, train, test, out_dir=None, resume=False, progress=Tr
             callback(epoch, history[-1])
     train_summary, train_inst = _linear_evaluate(params, train, config.paradigm,
                                                  config.threshold)
-    test_summary, test_inst = _linear_evaluate(params, test, config.paradigm, config.threshold)
+    test_summary, test_inst = test_eval or _linear_evaluate(params, test, config.paradigm,
+                                                            config.threshold)
     return _result(config, train_summary, test_summary, history,
                    {"train": train_inst, "test": test_inst}, start)
