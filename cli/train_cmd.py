@@ -14,62 +14,24 @@ import time
 import click
 import numpy as np
 
-from minimal_attn.data import Mosaics
 from minimal_attn.errors import InputError, check_int_at_least, check_positive, parse_paradigms
 
 BACKEND_DATASETS = {"numpy": ("synthetic", "linear-orthogonal"),
                     "torch": ("synthetic", "cifar10", "cifar100")}
 DATASETS = ("synthetic", "linear-orthogonal", "cifar10", "cifar100")
-#: CIFAR-100 foreground: the 50 animal and people classes (10 superclasses);
-#: the other 50 (plants, objects, scenes, vehicles) are background.
-CIFAR100_FOREGROUND = (
-    "beaver", "dolphin", "otter", "seal", "whale", "aquarium_fish", "flatfish", "ray",
-    "shark", "trout", "bee", "beetle", "butterfly", "caterpillar", "cockroach", "bear",
-    "leopard", "lion", "tiger", "wolf", "camel", "cattle", "chimpanzee", "elephant",
-    "kangaroo", "fox", "porcupine", "possum", "raccoon", "skunk", "crab", "lobster", "snail",
-    "spider", "worm", "baby", "boy", "girl", "man", "woman", "crocodile", "dinosaur",
-    "lizard", "snake", "turtle", "hamster", "mouse", "rabbit", "shrew", "squirrel")
-
-
-def _split(full, n_train):
-    """Train = the first ``n_train`` mosaics, test = the rest (one generator, shared classes)."""
-    def cut(part):
-        return Mosaics(full.X[part], full.y[part], full.z[part])
-
-    return cut(slice(None, n_train)), cut(slice(n_train, None))
 
 
 def _load_data(dataset, data_dir, m, n_train, n_test, n_classes, foreground, data_seed):
     """(train, test, n_classes, foreground names) for ``dataset``."""
-    from minimal_attn import data, mosaics
+    from minimal_attn.datasets import load_mosaic_splits
 
-    if dataset == "synthetic-vectors":
-        full = data.gaussian_mosaics(n_train + n_test, m, n_classes, seed=data_seed)
-        return (*_split(full, n_train), n_classes, None)
-    if dataset == "linear-orthogonal":
-        full = data.linear_orthogonal(n_train + n_test, m, n_classes, seed=data_seed)
-        return (*_split(full, n_train), n_classes, None)
-    if dataset == "synthetic":
-        make = mosaics.synthetic_image_mosaics
-        return (make(n_train, m, n_classes, seed=2 * data_seed, pattern_seed=data_seed),
-                make(n_test, m, n_classes, seed=2 * data_seed + 1, pattern_seed=data_seed),
-                n_classes, None)
-    from minimal_attn import cifar
-
-    if data_dir is None:
+    if dataset in ("cifar10", "cifar100") and data_dir is None:
         raise InputError(f"--dataset {dataset} needs --data-dir: the folder holding "
                          + ("cifar-10-batches-py" if dataset == "cifar10" else
                             "cifar-100-python"))
-    splits = cifar.load_cifar10(data_dir) if dataset == "cifar10" else \
-        cifar.load_cifar100(data_dir)
-    default = mosaics.CIFAR10_FOREGROUND if dataset == "cifar10" else CIFAR100_FOREGROUND
-    names = default if foreground is None else [f.strip() for f in foreground.split(",")]
-    fg, bg = mosaics.cifar10_classes(splits.class_names, names)
-    train = mosaics.make_image_mosaics(splits.x_train, splits.y_train, fg, bg, m, n_train,
-                                       seed=2 * data_seed)
-    test = mosaics.make_image_mosaics(splits.x_test, splits.y_test, fg, bg, m, n_test,
-                                      seed=2 * data_seed + 1)
-    return train, test, len(fg), list(names)
+    names = None if foreground is None else [f.strip() for f in foreground.split(",")]
+    return tuple(load_mosaic_splits(dataset, m, n_train, n_test, data_dir=data_dir,
+                                    n_classes=n_classes, foreground=names, seed=data_seed))
 
 
 def _mean_std(values):

@@ -171,7 +171,7 @@ def _write_tiny_cifar100(root):
     """A tiny CIFAR-100 in the official pickle layout: 100 classes, 2 train / 1 test image each."""
     import pickle
 
-    from minimal_attn.cli.train_cmd import CIFAR100_FOREGROUND
+    from minimal_attn.datasets import CIFAR100_FOREGROUND
 
     folder = root / "cifar-100-python"
     folder.mkdir()
