@@ -6,6 +6,7 @@ Each subcommand lives in its own module and is imported only when it runs, so
 """
 
 import importlib
+import re
 import sys
 
 import click
@@ -45,12 +46,21 @@ class AttnDynGroup(click.Group):
         except click.ClickException as exc:  # usage errors, bad option values
             _fail(exc.format_message(), exc.exit_code)
         except InputError as exc:
-            _fail(str(exc), 2)
+            _fail(_as_option(exc), 2)
         except click.Abort:
             _fail("aborted", 1)
         except KeyboardInterrupt:
             _fail("interrupted", 130)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _as_option(exc):
+    """The error's message with its library parameter (``n_train``) as the option (``--n-train``)."""
+    message, param = str(exc), getattr(exc, "param", None)
+    if param and "--" + param.replace("_", "-") not in message:
+        message = re.sub(rf"(?<![\w-]){re.escape(param)}(?!\w)",
+                         "--" + param.replace("_", "-"), message)
+    return message
 
 
 def _fail(message, code):

@@ -7,13 +7,12 @@ import sys
 
 import click
 
+from minimal_attn.cli.options import parse_float_list, parse_paradigms
 from minimal_attn.errors import (
     InputError,
     check_alpha,
     check_int_at_least,
     check_positive,
-    parse_float_list,
-    parse_paradigms,
 )
 
 #: Figure 4's two settings (m, C, t_max), used when neither --m nor --classes is given.

@@ -14,7 +14,8 @@ import time
 import click
 import numpy as np
 
-from minimal_attn.errors import InputError, check_int_at_least, check_positive, parse_paradigms
+from minimal_attn.errors import InputError, check_int_at_least, check_positive
+from minimal_attn.cli.options import parse_paradigms
 
 BACKEND_DATASETS = {"numpy": ("synthetic", "linear-orthogonal"),
                     "torch": ("synthetic", "cifar10", "cifar100")}

@@ -14,7 +14,15 @@ PARADIGM_ALIASES = {"soft": "sa", "hard": "ha", "lvml": "lv"}
 
 
 class InputError(ValueError):
-    """Bad user input (a value, a file, a folder). The message is one line."""
+    """Bad user input (a value, a file, a folder). The message is one line.
+
+    The library names Python parameters (``n_train``); pass ``param=`` and the
+    CLI rewrites that name into its option (``--n-train``) before printing.
+    """
+
+    def __init__(self, message, param=None):
+        super().__init__(message)
+        self.param = param
 
 
 def check_paradigm(name, allowed=PARADIGMS):
@@ -25,17 +33,6 @@ def check_paradigm(name, allowed=PARADIGMS):
         raise InputError(
             f"unknown paradigm {name!r}: use one of {', '.join(allowed)}")
     return key
-
-
-def parse_paradigms(text, allowed=PARADIGMS, option="--paradigm"):
-    """Parse ``"all"`` or a comma list such as ``"sa,lv"`` into canonical names, once each."""
-    if str(text).strip().lower() == "all":
-        return list(allowed)
-    out = [check_paradigm(name, allowed) for name in str(text).split(",") if name.strip()]
-    if not out or len(set(out)) != len(out):
-        raise InputError(f"{option} {text!r}: give {', '.join(allowed)} (comma-separated, "
-                         "once each) or all")
-    return out
 
 
 def check_int_at_least(name, value, low):
@@ -57,15 +54,3 @@ def check_positive(name, value):
     if not (math.isfinite(value) and value > 0):
         raise InputError(f"{name} must be a finite number > 0, got {value}")
     return value
-
-
-def parse_float_list(text, name):
-    """Parse ``"0.1,0.2"`` into floats; raise InputError on anything else."""
-    try:
-        values = [float(v) for v in str(text).split(",") if v.strip()]
-    except ValueError:
-        raise InputError(
-            f"{name} must be a comma-separated list of numbers, got {text!r}") from None
-    if not values:
-        raise InputError(f"{name} is empty: give at least one number, e.g. 0.1,0.5")
-    return values
