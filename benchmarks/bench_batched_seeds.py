@@ -1,0 +1,107 @@
+"""Training throughput: S seeds of one paradigm batched vs S sequential ``train_run`` calls.
+
+Both sides do the same work: S seeds x E epochs of SGD with momentum on the same
+mosaics (``load_mosaic_splits("synthetic", ...)``), a test evaluation after
+every epoch and a final train and test evaluation per seed.
+
+* **sequential**: ``torch_train.train_run`` once per seed (the plain loop);
+* **batched (loop)** / **batched (grouped)**: ``torch_batched_train.train_seeds_batched``
+  with per-seed convolutions (the CPU default) or one grouped convolution per
+  layer (the GPU default), then ``BatchedSeeds.evaluate`` on the training set.
+
+Each variant is warmed up (one step, cuDNN autotuning) and then timed once;
+mosaics/s = S * E * n_train / seconds, and the ratio is against sequential.
+
+    python benchmarks/bench_batched_seeds.py --width 0.25 --n-train 200 --epochs 1
+    python benchmarks/bench_batched_seeds.py --device cuda --seeds 12 --n-train 2000 --epochs 2
+"""
+
+import argparse
+import sys
+import time
+
+import torch
+
+from minimal_attn.backends import torch_backend as tb
+from minimal_attn.backends.torch_batched_train import train_seeds_batched
+from minimal_attn.backends.torch_models import ImageStore
+from minimal_attn.backends.torch_train import TrainConfig, train_run
+from minimal_attn.datasets import load_mosaic_splits
+from minimal_attn.errors import InputError
+
+
+def sequential(config, seeds, splits):
+    for seed in seeds:
+        config.seed = seed
+        train_run(config, splits.train, splits.test, progress=False)
+
+
+def batched(mode):
+    def go(config, seeds, splits):
+        run = train_seeds_batched(config, seeds, splits.train, splits.test, mode=mode)["run"]
+        store = ImageStore(splits.train.X, tb.get_device(config.device), splits.train.z)
+        run.evaluate(store, splits.train, [config.paradigm] * len(seeds), config.threshold)
+    return go
+
+
+def timed(fn, config, seeds, splits, device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    fn(config, seeds, splits)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:K")
+    parser.add_argument("--seeds", type=int, default=12)
+    parser.add_argument("--paradigm", default="ha", choices=["sa", "ha", "lv", "hybrid"])
+    parser.add_argument("--m", type=int, default=5)
+    parser.add_argument("--n-train", type=int, default=200)
+    parser.add_argument("--n-test", type=int, default=100)
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--batch", type=int, default=25)
+    parser.add_argument("--width", type=float, default=1.0)
+    parser.add_argument("--modes", default=None,
+                        help="batched variants, comma list of loop,grouped "
+                             "(default: loop on cpu, grouped,loop on cuda)")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    args = parser.parse_args()
+    try:
+        device = tb.get_device(args.device)
+    except InputError as err:
+        print(f"Error: {err}", file=sys.stderr)
+        sys.exit(2)
+    torch.set_num_threads(args.threads)
+    modes = (args.modes or ("grouped,loop" if device.type == "cuda" else "loop")).split(",")
+    splits = load_mosaic_splits("synthetic", args.m, args.n_train, args.n_test)
+    seeds = list(range(args.seeds))
+    config = TrainConfig(paradigm=args.paradigm, epochs=args.epochs, batch_size=args.batch,
+                         width=args.width, device=str(device), switch_epoch=args.epochs // 2)
+    variants = {"sequential": sequential}
+    variants.update({f"batched ({mode})": batched(mode) for mode in modes})
+
+    warm = TrainConfig(**{**vars(config), "epochs": 1})
+    warm_splits = load_mosaic_splits("synthetic", args.m, args.batch, args.batch)
+    for fn in variants.values():
+        fn(warm, seeds[:2] if fn is sequential else seeds, warm_splits)
+    seconds = {name: timed(fn, config, seeds, splits, device) for name, fn in variants.items()}
+
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    print(f"device: {device} ({name}), torch {torch.__version__}, "
+          f"threads {torch.get_num_threads()}")
+    print(f"{args.seeds} seeds, paradigm {args.paradigm}, m={args.m}, width {args.width}, "
+          f"n_train {args.n_train}, n_test {args.n_test}, batch {args.batch}, "
+          f"{args.epochs} epoch(s)")
+    work = args.seeds * args.epochs * args.n_train
+    base = seconds["sequential"]
+    print(f"{'variant':<20}{'seconds':>10}{'mosaics/s':>12}{'ratio vs sequential':>22}")
+    for variant, sec in seconds.items():
+        print(f"{variant:<20}{sec:>10.2f}{work / sec:>12.1f}{base / sec:>22.2f}")
+
+
+if __name__ == "__main__":
+    main()
