@@ -20,10 +20,12 @@ stacked parameters is S separate steps, each with its own learning rate.
 ``benchmarks/bench_batched_seeds.py``):
 
 * ``grouped`` (GPU default): one grouped convolution per layer, one group per
-  seed, the S*B*m images of a step in one kernel call; fully connected layers
-  are batched matmuls (``torch.baddbmm``). ``torch.func.vmap`` over
-  ``functional_call`` lowers convolutions to the same grouped convolutions, with
-  more dispatch overhead, so it is not used.
+  seed, the S*B*m images of a step in one kernel call, channels-last as
+  :class:`.FCAM`; ``grouped_nchw`` the same in torch's default layout (cuDNN's
+  grouped kernels differ by layout, so the benchmark times both). Fully
+  connected layers are batched matmuls (``torch.baddbmm``).
+  ``torch.func.vmap`` over ``functional_call`` lowers convolutions to the same
+  grouped convolutions, with more dispatch overhead, so it is not used.
 * ``loop`` (CPU default): on the CPU oneDNN's grouped 3-channel first layer is
   about 6x slower than S ordinary ones, so each seed's convolutions run on their
   own (in cache-sized chunks, as :class:`.torch_models.FCAM` does) and only the
@@ -42,6 +44,9 @@ from minimal_attn.errors import InputError
 
 from . import torch_backend as tb
 from .torch_models import CPU_CHUNK
+
+#: How the seeds' convolutions run: see the module doc.
+MODES = ("loop", "grouped", "grouped_nchw")
 
 
 def _key(name):
@@ -83,8 +88,8 @@ class BatchedConvNet(nn.Module):
 
     def forward(self, x, seeds=None):
         cut = [kind for kind, _ in self.plan].index("flatten") + 1
-        h = self._convs_grouped(x, self.plan[:cut], seeds) if self.mode == "grouped" \
-            else self._convs_loop(x, self.plan[:cut], seeds)           # (S, n, F)
+        h = self._convs_loop(x, self.plan[:cut], seeds) if self.mode == "loop" \
+            else self._convs_grouped(x, self.plan[:cut], seeds)        # (S, n, F)
         for kind, prefix in self.plan[cut:]:
             if kind == "linear":
                 w, b = self.param(prefix, "weight", seeds), self.param(prefix, "bias", seeds)
@@ -114,7 +119,8 @@ class BatchedConvNet(nn.Module):
         """One grouped convolution per layer, one group per seed: (S, n, ...) -> (S, n, F)."""
         S, n = x.shape[:2]
         h = x.transpose(0, 1).reshape((n, -1) + x.shape[3:])           # (n, S*3, H, W)
-        h = h.contiguous(memory_format=torch.channels_last)
+        h = h.contiguous(memory_format=torch.contiguous_format if self.mode == "grouped_nchw"
+                         else torch.channels_last)
         for kind, p in convs:
             if kind == "conv":
                 w, b = self.param(p, "weight", seeds), self.param(p, "bias", seeds)
@@ -189,14 +195,14 @@ class BatchedFCAM(nn.Module):
 def stack_fcams(models, mode=None):
     """One :class:`BatchedFCAM` from S :class:`.FCAM` of one architecture (copies the weights).
 
-    ``mode``: ``grouped`` or ``loop`` (see the module doc); None: grouped on CUDA.
+    ``mode``: one of :data:`MODES` (see the module doc); None: grouped on CUDA, else loop.
     """
     if not models:
         raise InputError("stack_fcams needs at least one model")
     device = next(models[0].parameters()).device
     mode = mode or ("grouped" if device.type == "cuda" else "loop")
-    if mode not in ("grouped", "loop"):
-        raise InputError(f"mode must be grouped or loop, got {mode!r}")
+    if mode not in MODES:
+        raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     return BatchedFCAM(BatchedConvNet([m.focus for m in models], mode),
                        BatchedConvNet([m.classifier for m in models], mode), models[0].chunk)
 
@@ -233,6 +239,7 @@ class StackedSGD:
     def __init__(self, params, momentum=0.9):
         self.params, self.momentum = list(params), float(momentum)
         self.buffers = [None] * len(self.params)
+        self.steps = [0] * len(self.params)      # updates made with each buffer
 
     def zero_grad(self):
         for p in self.params:
@@ -241,15 +248,22 @@ class StackedSGD:
     @torch.no_grad()
     def step(self, lrs):
         """One update; ``lrs`` (S,) learning rates, one per seed."""
-        for i, p in enumerate(self.params):
-            if p.grad is None:
-                continue
+        live = [i for i, p in enumerate(self.params) if p.grad is not None]
+        for i in live:
             if self.buffers[i] is None:
-                self.buffers[i] = p.grad.detach().clone()
-            else:
-                self.buffers[i].mul_(self.momentum).add_(p.grad)
-            lr = lrs.to(p.device, p.dtype).view((-1,) + (1,) * (p.ndim - 1))
-            p.sub_(lr * self.buffers[i])
+                self.buffers[i] = self.params[i].grad.detach().clone()
+        warm = [i for i in live if self.buffers[i] is not None and self.steps[i] > 0]
+        if warm:    # one multi-tensor kernel per operation on a GPU, as torch's foreach SGD
+            bufs = [self.buffers[i] for i in warm]
+            torch._foreach_mul_(bufs, self.momentum)
+            torch._foreach_add_(bufs, [self.params[i].grad for i in warm])
+        lr_by_type = {}
+        for i in live:
+            p = self.params[i]
+            lr = lr_by_type.setdefault((p.device, p.dtype), lrs.to(p.device, p.dtype))
+            # p - lr_s * b: value * lr * b with value = -1 is exact negation
+            p.addcmul_(lr.view((-1,) + (1,) * (p.ndim - 1)), self.buffers[i], value=-1)
+            self.steps[i] += 1
 
     def seed_state_dict(self, s, lr):
         """Seed s's state as ``torch.optim.SGD(model.parameters(), lr, momentum).state_dict()``."""
@@ -269,3 +283,4 @@ class StackedSGD:
                 raise InputError("resume: the seeds' optimiser states are at different steps")
             else:
                 self.buffers[i] = torch.stack(bufs).to(p.device, p.dtype)
+            self.steps[i] = int(self.buffers[i] is not None)

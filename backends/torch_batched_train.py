@@ -44,7 +44,7 @@ class BatchedSeeds:
         """
         S, device = len(self.seeds), store.X.device
         self.lrs = [float(lr) for lr in lrs]
-        lr = torch.tensor(self.lrs, dtype=torch.float64)
+        lr = torch.tensor(self.lrs, dtype=torch.float64, device=device)
         groups = {ph: [k for k in range(S) if phases[k] == ph] for ph in dict.fromkeys(phases)}
         picks = {ph: None if len(ks) == S else torch.tensor(ks, device=device)
                  for ph, ks in groups.items()}
@@ -55,7 +55,7 @@ class BatchedSeeds:
         for step, idx in enumerate(batches):                          # idx (S, B)
             X, yb, zb = store[idx], y[idx], store.z[idx]              # (S, B, m, 3, 32, 32)
             self.optimizer.zero_grad()
-            total, stats = 0.0, [None] * S
+            total = 0.0
             for ph, ks in picks.items():
                 Xg, yg, zg = (X, yb, zb) if ks is None else (X[ks], yb[ks], zb[ks])
                 scores, logits = self.model(Xg, ph, ks)               # (S', B, m), ...
@@ -68,11 +68,12 @@ class BatchedSeeds:
                     a_z = tb.attention(scores).gather(2, zg[..., None])[..., 0]  # (S', B)
                     part = torch.stack([values.double() * idx.shape[1],
                                         right.sum(1).double(), a_z.sum(1).double()], 1)
-                    for j, k in enumerate(groups[ph]):
-                        stats[k] = part[j]
+                    if ks is None:
+                        sums += part
+                    else:
+                        sums.index_add_(0, ks, part)
             total.backward()
             self.optimizer.step(lr)
-            sums += torch.stack(stats)
             if on_step is not None:
                 on_step(step, len(batches))
         return (sums / store.n).tolist()
@@ -146,6 +147,8 @@ def train_seeds_batched(config, seeds, train, test=None, make_model=None, schedu
     from .torch_models import ImageStore, build_fcam, classifier_config, focus_config, scaled
 
     device = tb.get_device(config.device)
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True                       # as train_run
     if make_model is None:
         def make_model(seed):
             return build_fcam(config.dataset, config.n_classes, seed, config.chunk, device,

@@ -9,8 +9,10 @@ every epoch and a final train and test evaluation per seed.
   with per-seed convolutions (the CPU default) or one grouped convolution per
   layer (the GPU default), then ``BatchedSeeds.evaluate`` on the training set.
 
-Each variant is warmed up (one step, cuDNN autotuning) and then timed once;
-mosaics/s = S * E * n_train / seconds, and the ratio is against sequential.
+Each variant is warmed up (one step, cuDNN autotuning); rounds alternate
+between the variants so a busy shared machine slows all alike, and the best
+round of each counts. mosaics/s = S * E * n_train / seconds; the ratio is
+best vs best against sequential.
 
     python benchmarks/bench_batched_seeds.py --width 0.25 --n-train 200 --epochs 1
     python benchmarks/bench_batched_seeds.py --device cuda --seeds 12 --n-train 2000 --epochs 2
@@ -66,8 +68,9 @@ def main():
     parser.add_argument("--batch", type=int, default=25)
     parser.add_argument("--width", type=float, default=1.0)
     parser.add_argument("--modes", default=None,
-                        help="batched variants, comma list of loop,grouped "
-                             "(default: loop on cpu, grouped,loop on cuda)")
+                        help="batched variants, comma list of loop,grouped,grouped_nchw "
+                             "(default: loop on cpu, all three on cuda)")
+    parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     args = parser.parse_args()
     try:
@@ -76,7 +79,8 @@ def main():
         print(f"Error: {err}", file=sys.stderr)
         sys.exit(2)
     torch.set_num_threads(args.threads)
-    modes = (args.modes or ("grouped,loop" if device.type == "cuda" else "loop")).split(",")
+    modes = (args.modes or ("grouped,grouped_nchw,loop" if device.type == "cuda"
+                          else "loop")).split(",")
     splits = load_mosaic_splits("synthetic", args.m, args.n_train, args.n_test)
     seeds = list(range(args.seeds))
     config = TrainConfig(paradigm=args.paradigm, epochs=args.epochs, batch_size=args.batch,
@@ -88,14 +92,18 @@ def main():
     warm_splits = load_mosaic_splits("synthetic", args.m, args.batch, args.batch)
     for fn in variants.values():
         fn(warm, seeds[:2] if fn is sequential else seeds, warm_splits)
-    seconds = {name: timed(fn, config, seeds, splits, device) for name, fn in variants.items()}
+    rounds = {name: [] for name in variants}
+    for _ in range(args.rounds):
+        for name, fn in variants.items():
+            rounds[name].append(timed(fn, config, seeds, splits, device))
+    seconds = {name: min(values) for name, values in rounds.items()}
 
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     print(f"device: {device} ({name}), torch {torch.__version__}, "
           f"threads {torch.get_num_threads()}")
     print(f"{args.seeds} seeds, paradigm {args.paradigm}, m={args.m}, width {args.width}, "
           f"n_train {args.n_train}, n_test {args.n_test}, batch {args.batch}, "
-          f"{args.epochs} epoch(s)")
+          f"{args.epochs} epoch(s), best of {args.rounds} round(s)")
     work = args.seeds * args.epochs * args.n_train
     base = seconds["sequential"]
     print(f"{'variant':<20}{'seconds':>10}{'mosaics/s':>12}{'ratio vs sequential':>22}")

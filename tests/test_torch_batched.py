@@ -30,7 +30,7 @@ from minimal_attn.backends.torch_train import TrainConfig, train_run  # noqa: E4
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 SEEDS = [0, 1, 2]
-MODES = ["loop", "grouped"]
+MODES = ["loop", "grouped", "grouped_nchw"]
 
 
 def tiny_fcam(seed, double=True, live_focus=True):
@@ -103,7 +103,7 @@ def separate_run(model, store, y, phases, lrs, batch_size, seed):
             optimizer.zero_grad()
             value.backward()
             optimizer.step()
-            total += float(value) * idx.numel()
+            total += float(value.detach()) * idx.numel()
         losses.append(total / store.n)
     return losses
 
