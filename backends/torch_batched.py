@@ -81,55 +81,61 @@ class BatchedConvNet(nn.Module):
             else:
                 raise InputError(f"BatchedConvNet cannot stack a {type(module).__name__}")
 
+        self.cut = [kind for kind, _ in self.plan].index("flatten") + 1   # convs | fc layers
+
     def param(self, prefix, what, seeds):
         """The stacked ``prefix.what`` of ``seeds`` (all if None): (S', ...) or None."""
         p = self.stacked[_key(f"{prefix}.{what}")] if f"{prefix}.{what}" in self.names else None
         return p if p is None or seeds is None else p.index_select(0, seeds)
 
     def forward(self, x, seeds=None):
-        cut = [kind for kind, _ in self.plan].index("flatten") + 1
-        h = self._convs_loop(x, self.plan[:cut], seeds) if self.mode == "loop" \
-            else self._convs_grouped(x, self.plan[:cut], seeds)        # (S, n, F)
-        for kind, prefix in self.plan[cut:]:
-            if kind == "linear":
-                w, b = self.param(prefix, "weight", seeds), self.param(prefix, "bias", seeds)
-                h = torch.bmm(h, w.transpose(1, 2)) if b is None else \
-                    torch.baddbmm(b[:, None, :], h, w.transpose(1, 2))  # (S, n, out)
+        """Images (S', n, 3, H, W) of ``seeds`` (None: all S) -> outputs (S', n, out)."""
+        if self.mode == "loop":
+            ids = range(x.shape[0]) if seeds is None else seeds.tolist()
+            h = torch.stack([self.seed_features(x[k], s) for k, s in enumerate(ids)])
+        else:
+            h = self.grouped_features(x, seeds)                        # (S', n, F)
+        return self.head(h, seeds)
+
+    def seed_features(self, x, s):
+        """Seed ``s``'s convolutions alone: images (n, 3, H, W) -> features (n, F)."""
+        h = x.contiguous(memory_format=torch.channels_last)            # (n, 3, H, W)
+        for kind, p in self.plan[:self.cut]:
+            if kind == "conv":
+                b = self.param(p, "bias", None)
+                h = functional.conv2d(h, self.param(p, "weight", None)[s],
+                                      None if b is None else b[s])     # (n, c, h, w)
             else:
-                h = prefix(h)                                          # ReLU
-        return h                                                       # (S, n, out)
+                h = p(h)                                               # pool, ReLU, flatten
+        return h                                                       # (n, F)
 
-    def _convs_loop(self, x, convs, seeds):
-        """Seed by seed: (S, n, 3, H, W) -> (S, n, F) features entering the fc layers."""
-        params = {p: (self.param(p, "weight", seeds), self.param(p, "bias", seeds))
-                  for kind, p in convs if kind == "conv"}
-        outs = []
-        for k in range(x.shape[0]):
-            h = x[k].contiguous(memory_format=torch.channels_last)     # (n, 3, H, W)
-            for kind, p in convs:
-                if kind == "conv":
-                    w, b = params[p]
-                    h = functional.conv2d(h, w[k], None if b is None else b[k])  # (n, c, h, w)
-                else:
-                    h = p(h)                                           # pool, ReLU, flatten
-            outs.append(h)
-        return torch.stack(outs)                                       # (S, n, F)
-
-    def _convs_grouped(self, x, convs, seeds):
-        """One grouped convolution per layer, one group per seed: (S, n, ...) -> (S, n, F)."""
+    def grouped_features(self, x, seeds):
+        """One grouped convolution per layer, one group per seed: (S', n, ...) -> (S', n, F)."""
         S, n = x.shape[:2]
         h = x.transpose(0, 1).reshape((n, -1) + x.shape[3:])           # (n, S*3, H, W)
         h = h.contiguous(memory_format=torch.contiguous_format if self.mode == "grouped_nchw"
                          else torch.channels_last)
-        for kind, p in convs:
+        for kind, p in self.plan[:self.cut]:
             if kind == "conv":
                 w, b = self.param(p, "weight", seeds), self.param(p, "bias", seeds)
-                h = functional.conv2d(h, w.reshape((-1,) + w.shape[2:]),        # (S*c, c_in, 3, 3)
-                             None if b is None else b.reshape(-1), groups=S)  # (n, S*c, h, w)
+                h = functional.conv2d(h, w.reshape((-1,) + w.shape[2:]),  # (S*c, c_in, 3, 3)
+                                      None if b is None else b.reshape(-1),
+                                      groups=S)                        # (n, S*c, h, w)
             elif kind == "flatten":
                 h = h.reshape(n, S, -1).transpose(0, 1)                # (S, n, c*h*w)
             else:
                 h = p(h)                                               # pool, ReLU
+        return h
+
+    def head(self, h, seeds):
+        """The fully connected layers, batched matmuls: features (S', n, F) -> (S', n, out)."""
+        for kind, prefix in self.plan[self.cut:]:
+            if kind == "linear":
+                w, b = self.param(prefix, "weight", seeds), self.param(prefix, "bias", seeds)
+                h = torch.bmm(h, w.transpose(1, 2)) if b is None else \
+                    torch.baddbmm(b[:, None, :], h, w.transpose(1, 2))  # (S', n, out)
+            else:
+                h = prefix(h)                                          # ReLU
         return h
 
 
@@ -156,9 +162,19 @@ class BatchedFCAM(nn.Module):
         else:   # grouped: S images per kernel call per image index, so S times fewer
             size = CPU_CHUNK if self.focus.mode == "loop" else max(1, CPU_CHUNK // x.shape[0])
         outs = [[] for _ in nets]
+        ids = range(x.shape[0]) if seeds is None else seeds.tolist()
         for part in x.split(size, dim=1):
-            for out, net in zip(outs, nets):
-                out.append(net(part, seeds))
+            if self.focus.mode != "loop":
+                for out, net in zip(outs, nets):
+                    out.append(net(part, seeds))
+                continue
+            # loop: every net sees a seed's chunk while it is in cache, as in FCAM.run
+            feats = [[] for _ in nets]
+            for k, s in enumerate(ids):
+                for f, net in zip(feats, nets):
+                    f.append(net.seed_features(part[k], s))            # (n, F)
+            for out, f, net in zip(outs, feats, nets):
+                out.append(net.head(torch.stack(f), seeds))            # (S', n, out)
         return [o[0] if len(o) == 1 else torch.cat(o, dim=1) for o in outs]
 
     def forward(self, X, paradigm, seeds=None):

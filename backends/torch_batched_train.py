@@ -131,7 +131,7 @@ def train_seeds_batched(config, seeds, train, test=None, make_model=None, schedu
     schedule : ``(k, epoch, history_k) -> (phase, lr)`` for seed ``seeds[k]``;
         None: ``(config.phase(epoch), config.learning_rate(epoch))``. A per-seed
         automatic hybrid switch is a schedule that reads ``history_k``.
-    mode : ``grouped`` or ``loop``; None: grouped on CUDA, loop on the CPU
+    mode : one of ``torch_batched.MODES``; None: grouped on CUDA, loop on the CPU
     resume : ``(epoch, [seed_states], [histories])`` to continue from
     callback : ``callback(epoch, records, run)`` after each epoch; ``records[k]``
         is seed k's; ``run.seed_states()`` gives what to checkpoint
@@ -140,7 +140,9 @@ def train_seeds_batched(config, seeds, train, test=None, make_model=None, schedu
     Returns
     -------
     dict: ``seeds``, ``states`` (per seed model/optimizer/generator), ``history``
-    (per seed, one record per epoch with the keys of ``train_run``'s), ``run``.
+    (per seed, one record per epoch with the keys of ``train_run``'s), ``run``
+    (the :class:`BatchedSeeds`) and, with ``test``, ``results``: per seed what
+    ``train_run`` returns (final train/test summaries, history, instances).
     """
     import numpy as np
 
@@ -162,7 +164,7 @@ def train_seeds_batched(config, seeds, train, test=None, make_model=None, schedu
     store = ImageStore(train.X, device, train.z)
     test_store = None if test is None else ImageStore(test.X, device, test.z)
     y = torch.as_tensor(np.asarray(train.y), device=device)
-    start, history = 0, [[] for _ in seeds]
+    start, history, evals = 0, [[] for _ in seeds], None
     if resume is not None:
         start, states, history = resume[0], resume[1], [list(h) for h in resume[2]]
         run.load_seed_states(states)
@@ -186,4 +188,14 @@ def train_seeds_batched(config, seeds, train, test=None, make_model=None, schedu
             h.append(record)
         if callback is not None:
             callback(epoch, records, run)
-    return {"seeds": list(seeds), "states": run.seed_states(), "history": history, "run": run}
+    out = {"seeds": list(seeds), "states": run.seed_states(), "history": history, "run": run}
+    if test_store is not None:
+        rules = [config.paradigm] * len(seeds)
+        final_train = run.evaluate(store, train, rules, config.threshold)
+        evals = evals or run.evaluate(test_store, test, rules, config.threshold)
+        out["results"] = [
+            {"paradigm": config.paradigm, "seed": seed, "train": tr[0], "test": te[0],
+             "history": h, "instances": {"train": tr[1], "test": te[1]},
+             "resumed_from_epoch": start}
+            for seed, tr, te, h in zip(seeds, final_train, evals, history)]
+    return out

@@ -6,13 +6,15 @@ every epoch and a final train and test evaluation per seed.
 
 * **sequential**: ``torch_train.train_run`` once per seed (the plain loop);
 * **batched (loop)** / **batched (grouped)**: ``torch_batched_train.train_seeds_batched``
-  with per-seed convolutions (the CPU default) or one grouped convolution per
-  layer (the GPU default), then ``BatchedSeeds.evaluate`` on the training set.
+  (which ends with the same final evaluations) with per-seed convolutions (the
+  CPU default) or one grouped convolution per layer (the GPU default; channels-last
+  or NCHW).
 
 Each variant is warmed up (one step, cuDNN autotuning); rounds alternate
 between the variants so a busy shared machine slows all alike, and the best
 round of each counts. mosaics/s = S * E * n_train / seconds; the ratio is
-best vs best against sequential.
+best vs best against sequential. The CPU seconds of this process are printed
+too: on a busy shared CPU they are less disturbed by other jobs than wall time.
 
     python benchmarks/bench_batched_seeds.py --width 0.25 --n-train 200 --epochs 1
     python benchmarks/bench_batched_seeds.py --device cuda --seeds 12 --n-train 2000 --epochs 2
@@ -26,7 +28,6 @@ import torch
 
 from minimal_attn.backends import torch_backend as tb
 from minimal_attn.backends.torch_batched_train import train_seeds_batched
-from minimal_attn.backends.torch_models import ImageStore
 from minimal_attn.backends.torch_train import TrainConfig, train_run
 from minimal_attn.datasets import load_mosaic_splits
 from minimal_attn.errors import InputError
@@ -40,20 +41,19 @@ def sequential(config, seeds, splits):
 
 def batched(mode):
     def go(config, seeds, splits):
-        run = train_seeds_batched(config, seeds, splits.train, splits.test, mode=mode)["run"]
-        store = ImageStore(splits.train.X, tb.get_device(config.device), splits.train.z)
-        run.evaluate(store, splits.train, [config.paradigm] * len(seeds), config.threshold)
+        train_seeds_batched(config, seeds, splits.train, splits.test, mode=mode)
     return go
 
 
 def timed(fn, config, seeds, splits, device):
+    """(wall seconds, CPU seconds of this process) of one call."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     fn(config, seeds, splits)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
 def main():
@@ -96,7 +96,8 @@ def main():
     for _ in range(args.rounds):
         for name, fn in variants.items():
             rounds[name].append(timed(fn, config, seeds, splits, device))
-    seconds = {name: min(values) for name, values in rounds.items()}
+    seconds = {name: min(v[0] for v in values) for name, values in rounds.items()}
+    cpu = {name: min(v[1] for v in values) for name, values in rounds.items()}
 
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     print(f"device: {device} ({name}), torch {torch.__version__}, "
@@ -106,9 +107,11 @@ def main():
           f"{args.epochs} epoch(s), best of {args.rounds} round(s)")
     work = args.seeds * args.epochs * args.n_train
     base = seconds["sequential"]
-    print(f"{'variant':<20}{'seconds':>10}{'mosaics/s':>12}{'ratio vs sequential':>22}")
+    print(f"{'variant':<20}{'seconds':>9}{'mosaics/s':>11}{'ratio vs sequential':>21}"
+          f"{'CPU s':>8}{'CPU ratio':>11}")
     for variant, sec in seconds.items():
-        print(f"{variant:<20}{sec:>10.2f}{work / sec:>12.1f}{base / sec:>22.2f}")
+        print(f"{variant:<20}{sec:>9.2f}{work / sec:>11.1f}{base / sec:>21.2f}"
+              f"{cpu[variant]:>8.2f}{cpu['sequential'] / cpu[variant]:>11.2f}")
 
 
 if __name__ == "__main__":

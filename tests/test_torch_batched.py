@@ -4,6 +4,7 @@ The references are independent of the code under test: plain ``FCAM`` models,
 ``torch.optim.SGD`` and the single-seed loop ``torch_train.train_run``.
 """
 
+import numpy as np
 import pytest
 
 from minimal_attn.datasets import load_mosaic_splits
@@ -31,9 +32,12 @@ from minimal_attn.backends.torch_train import TrainConfig, train_run  # noqa: E4
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 SEEDS = [0, 1, 2]
 MODES = ["loop", "grouped", "grouped_nchw"]
+#: float64 on a GPU too: cuDNN's float64 kernels have no TF32 shortcut.
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="torch sees no CUDA GPU"))]
 
 
-def tiny_fcam(seed, double=True, live_focus=True):
+def tiny_fcam(seed, double=True, live_focus=True, device="cpu"):
     """A width-0.25 CIFAR-10 FCAM; ``live_focus`` replaces the zero focus output layer."""
     model = build_fcam(seed=seed, focus_cfg=scaled(focus_config(), 0.25),
                        classifier_cfg=scaled(classifier_config(), 0.25))
@@ -42,7 +46,7 @@ def tiny_fcam(seed, double=True, live_focus=True):
         with torch.no_grad():
             model.focus.output.weight.copy_(
                 torch.randn(model.focus.output.weight.shape, generator=gen))
-    return model.double() if double else model
+    return (model.double() if double else model).to(device)
 
 
 class Store:
@@ -62,9 +66,11 @@ def images():
     return X                                                   # (S, B, m, 3, 32, 32)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("mode", MODES)
-def test_batched_forward_equals_separate_forwards(mode, images):
-    models = [tiny_fcam(s) for s in SEEDS]
+def test_batched_forward_equals_separate_forwards(mode, device, images):
+    images = images.to(device)
+    models = [tiny_fcam(s, device=device) for s in SEEDS]
     batched = stack_fcams(models, mode)
     for paradigm in ("sa", "ha", "lv"):
         scores, logits = batched(images, paradigm)
@@ -81,7 +87,7 @@ def test_batched_forward_equals_separate_forwards(mode, images):
             torch.testing.assert_close(s[k], model.predict(images[k], rule)[1],
                                        rtol=1e-12, atol=1e-12)
     # a subset of seeds runs only those seeds' parameters
-    pick = torch.tensor([2, 0])
+    pick = torch.tensor([2, 0], device=device)
     logits = batched(images[pick], "ha", pick)[1]
     torch.testing.assert_close(logits[0], models[2](images[2], "ha")[1], rtol=1e-12,
                                atol=1e-12)
@@ -108,20 +114,23 @@ def separate_run(model, store, y, phases, lrs, batch_size, seed):
     return losses
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("phases", [("sa", "sa", "sa"), ("ha", "ha", "ha"),
                                     ("lv", "lv", "lv"), ("sa", "ha", "sa")],
                          ids=["sa", "ha", "lv", "mixed"])
-def test_sgd_momentum_steps_equal_separate_runs(mode, phases):
+def test_sgd_momentum_steps_equal_separate_runs(mode, phases, device):
     """Two epochs of 3 steps each, float64, one lr per seed; 'mixed': the seeds in
     different phases within one step (a hybrid switched per seed)."""
     gen = torch.Generator().manual_seed(3)
     X = torch.randn(12, 3, 3, 32, 32, generator=gen, dtype=torch.float64)
     z = torch.randint(0, 3, (12,), generator=gen)
     y = torch.randint(0, 3, (12,), generator=gen)
+    X, z, y = X.to(device), z.to(device), y.to(device)
     store = Store(X, z)
     lrs = [0.05, 0.02, 0.08]
-    run = BatchedSeeds([tiny_fcam(s) for s in SEEDS], SEEDS, momentum=0.9, mode=mode)
+    run = BatchedSeeds([tiny_fcam(s, device=device) for s in SEEDS], SEEDS, momentum=0.9,
+                       mode=mode)
     before = [p.detach().clone() for p in stacked_parameters(run.model)]
     stats = [run.train_epoch(store, y, phases, lrs, batch_size=4) for _ in range(2)]
     moved = max(float((p.detach() - q).abs().max())
@@ -129,7 +138,7 @@ def test_sgd_momentum_steps_equal_separate_runs(mode, phases):
     assert moved > 1e-3
     states = unstack(run.model)
     for k, seed in enumerate(SEEDS):
-        model = tiny_fcam(seed)
+        model = tiny_fcam(seed, device=device)
         losses = separate_run(model, store, y, [phases[k]] * 2, [lrs[k]] * 2, 4, seed)
         for name, p in model.named_parameters():
             torch.testing.assert_close(states[k][name], p.detach(), rtol=1e-9, atol=1e-12)
@@ -181,6 +190,14 @@ def test_train_seeds_batched_equals_train_run(paradigm, tiny_splits, tmp_path):
             for key in ("loss", "train_running_accuracy", "train_mean_a_z",
                         "test_accuracy", "test_saif"):
                 assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-6), key
+        final = result["results"][k]
+        assert final.keys() == single.keys()
+        for part in ("train", "test"):
+            ours, theirs = dict(final[part]), dict(single[part])
+            np.testing.assert_allclose(ours.pop("heatmap"), theirs.pop("heatmap"), atol=1e-6)
+            assert ours == pytest.approx(theirs, rel=1e-5, abs=1e-6)
+            np.testing.assert_allclose(final["instances"][part]["a_z"],
+                                       single["instances"][part]["a_z"], rtol=1e-4, atol=1e-6)
 
 
 def test_per_seed_hybrid_switch_equals_separate_runs(tiny_splits, tmp_path):
