@@ -162,12 +162,13 @@ class BatchedFCAM(nn.Module):
         else:   # grouped: S images per kernel call per image index, so S times fewer
             size = CPU_CHUNK if self.focus.mode == "loop" else max(1, CPU_CHUNK // x.shape[0])
         outs = [[] for _ in nets]
-        ids = range(x.shape[0]) if seeds is None else seeds.tolist()
-        for part in x.split(size, dim=1):
-            if self.focus.mode != "loop":
+        if self.focus.mode != "loop":
+            for part in x.split(size, dim=1):
                 for out, net in zip(outs, nets):
                     out.append(net(part, seeds))
-                continue
+            return [o[0] if len(o) == 1 else torch.cat(o, dim=1) for o in outs]
+        ids = range(x.shape[0]) if seeds is None else seeds.tolist()
+        for part in x.split(size, dim=1):
             # loop: every net sees a seed's chunk while it is in cache, as in FCAM.run
             feats = [[] for _ in nets]
             for k, s in enumerate(ids):

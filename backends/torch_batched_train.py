@@ -118,7 +118,8 @@ class BatchedSeeds:
 
 
 def train_seeds_batched(config, seeds, train, test=None, make_model=None, schedule=None,
-                        mode=None, resume=None, callback=None, on_step=None):
+                        mode=None, resume=None, callback=None, on_step=None,
+                        score_by_phase=False):
     """Train S seeds of ``config.paradigm`` together for ``config.epochs`` epochs.
 
     Parameters
@@ -136,6 +137,8 @@ def train_seeds_batched(config, seeds, train, test=None, make_model=None, schedu
     callback : ``callback(epoch, records, run)`` after each epoch; ``records[k]``
         is seed k's; ``run.seed_states()`` gives what to checkpoint
     on_step : ``on_step(step, n_steps)`` after each optimiser step
+    score_by_phase : score each epoch's test set by the phase's inference rule
+        (a hybrid in its SA phase as SA); False: by ``config.paradigm``, as ``train_run``
 
     Returns
     -------
@@ -164,7 +167,7 @@ def train_seeds_batched(config, seeds, train, test=None, make_model=None, schedu
     store = ImageStore(train.X, device, train.z)
     test_store = None if test is None else ImageStore(test.X, device, test.z)
     y = torch.as_tensor(np.asarray(train.y), device=device)
-    start, history, evals = 0, [[] for _ in seeds], None
+    start, history, evals, rules = 0, [[] for _ in seeds], None, None
     if resume is not None:
         start, states, history = resume[0], resume[1], [list(h) for h in resume[2]]
         run.load_seed_states(states)
@@ -180,8 +183,8 @@ def train_seeds_batched(config, seeds, train, test=None, make_model=None, schedu
             records.append({"epoch": epoch + 1, "phase": phase, "lr": lr, "loss": loss,
                              "train_running_accuracy": acc, "train_mean_a_z": a_z})
         if test_store is not None:
-            evals = run.evaluate(test_store, test, [config.paradigm] * len(seeds),
-                                 config.threshold)
+            rules = [p for p, _ in plan] if score_by_phase else [config.paradigm] * len(seeds)
+            evals = run.evaluate(test_store, test, rules, config.threshold)
             for record, (summary, _) in zip(records, evals):
                 record.update(test_accuracy=summary["accuracy"], test_saif=summary["saif"])
         for h, record in zip(history, records):
@@ -190,9 +193,10 @@ def train_seeds_batched(config, seeds, train, test=None, make_model=None, schedu
             callback(epoch, records, run)
     out = {"seeds": list(seeds), "states": run.seed_states(), "history": history, "run": run}
     if test_store is not None:
-        rules = [config.paradigm] * len(seeds)
-        final_train = run.evaluate(store, train, rules, config.threshold)
-        evals = evals or run.evaluate(test_store, test, rules, config.threshold)
+        final = [config.paradigm] * len(seeds)                  # the paradigm's rule at the end
+        final_train = run.evaluate(store, train, final, config.threshold)
+        if rules != final:                          # else reuse the last epoch's evaluation
+            evals = run.evaluate(test_store, test, final, config.threshold)
         out["results"] = [
             {"paradigm": config.paradigm, "seed": seed, "train": tr[0], "test": te[0],
              "history": h, "instances": {"train": tr[1], "test": te[1]},

@@ -278,3 +278,19 @@ def test_diverged_seed_is_named(tiny_splits):
                          device="cpu")
     with pytest.raises(InputError, match=r"seed \d+ has loss"):
         train_seeds_batched(config, SEEDS, tiny_splits.train)
+
+
+def test_score_by_phase_scores_the_hybrid_sa_phase_as_sa(tiny_splits):
+    """With ``score_by_phase`` the hybrid's SA epoch is scored as the SA run with the
+    same weights; by default (as train_run) it is scored by the HA rule."""
+    by_phase = train_seeds_batched(config_for("hybrid"), [4], tiny_splits.train,
+                                   tiny_splits.test, score_by_phase=True)["history"][0]
+    default = train_seeds_batched(config_for("hybrid"), [4], tiny_splits.train,
+                                  tiny_splits.test)["history"][0]
+    sa_config = TrainConfig(**{**vars(config_for("sa", seed=4)), "epochs": 1})
+    sa = train_run(sa_config, tiny_splits.train, tiny_splits.test, progress=False)["history"]
+    assert by_phase[0]["test_accuracy"] != default[0]["test_accuracy"]   # the rules differ here
+    for key in ("test_accuracy", "test_saif"):
+        assert by_phase[0][key] == pytest.approx(sa[0][key], abs=1e-9)
+        assert by_phase[1][key] == default[1][key]             # the HA phase: HA's rule
+    assert by_phase[0]["loss"] == default[0]["loss"]           # training is unchanged
