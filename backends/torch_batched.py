@@ -219,7 +219,7 @@ def stack_fcams(models, mode=None):
     device = next(models[0].parameters()).device
     mode = mode or ("grouped" if device.type == "cuda" else "loop")
     if mode not in MODES:
-        raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}", param="mode")
     return BatchedFCAM(BatchedConvNet([m.focus for m in models], mode),
                        BatchedConvNet([m.classifier for m in models], mode), models[0].chunk)
 
