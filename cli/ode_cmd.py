@@ -1,11 +1,17 @@
 """``attn-dyn ode``: the gradient-flow ODEs of Theorems 1-2 (Figure 4)."""
 
 import json
-import sys
 
 import click
 
-from minimal_attn.cli.options import CONTEXT, config, default, parse_float_list, parse_paradigms
+from minimal_attn.cli.options import (
+    CONTEXT,
+    config,
+    default,
+    parse_float_list,
+    parse_paradigms,
+    progressbar,
+)
 from minimal_attn.experiments_ode import OdeConfig
 from minimal_attn.losses import LOSS_PARADIGMS
 
@@ -63,9 +69,9 @@ def ode(paradigm, m, n_classes, t_max, alpha, simulate, lr, t_eval, out, as_json
     lib.validate(cfg)
     if out is not None:
         check_output_dir(out)
-    with click.progressbar(length=lib.work_units(cfg), file=sys.stderr,
-                           label="solving" + (" and simulating" if simulate else "")) as bar:
-        result = lib.run_ode(cfg, progress=bar.update)
+    with progressbar(lib.work_units(cfg),
+                     "solving" + (" and simulating" if simulate else "")) as update:
+        result = lib.run_ode(cfg, progress=update)
     if out is not None:
         lib.write_ode(result, out)
     if as_json:

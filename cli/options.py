@@ -1,6 +1,10 @@
 """Option-parsing helpers shared by the ``attn-dyn`` commands (the CLI edge only)."""
 
+import contextlib
 import dataclasses
+import sys
+
+import click
 
 from minimal_attn import PARADIGMS
 from minimal_attn.errors import InputError, check_paradigm
@@ -19,6 +23,29 @@ def on_interrupt(note):
 
 def interrupt_note():
     return _interrupt["note"]
+
+
+@contextlib.contextmanager
+def progressbar(length, label, **kwargs):
+    """Yield ``update(n)`` for a library's progress callback.
+
+    The click bar on stderr opens at the first update, so a run refused while
+    loading data prints only its error line; when stderr is not a terminal (a
+    log, a pipe) nothing is drawn at all.
+    """
+    if not sys.stderr.isatty():
+        yield lambda n=1, *a: None
+        return
+    with contextlib.ExitStack() as stack:
+        bars = []
+
+        def update(n=1, *args):
+            if not bars:
+                bars.append(stack.enter_context(click.progressbar(
+                    length=length, label=label, file=sys.stderr, **kwargs)))
+            bars[0].update(n, *args)
+
+        yield update
 
 
 def config(cls, **given):
