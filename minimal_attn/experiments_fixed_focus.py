@@ -117,6 +117,10 @@ def resolve(cfg):
             raise InputError(f"setting {cfg.setting} needs data_dir: the folder holding "
                              + ("cifar-10-batches-py" if cfg.setting == "cifar10"
                                 else "cifar-100-python"), param=("setting", "data_dir"))
+        if not os.path.isdir(cfg.data_dir):
+            raise InputError(f"data_dir {cfg.data_dir} is not a folder; give the folder "
+                             "holding " + ("cifar-10-batches-py" if cfg.setting == "cifar10"
+                                           else "cifar-100-python"), param="data_dir")
         # uint8 mosaics, their float32 copy and the CNN's working set, plus the data set
         check_memory(cfg.n_train * cfg.m * 3072 * 10 + 2**29,
                      f"{cfg.n_train} CIFAR mosaics of {cfg.m} images", param=("n_train", "m"))

@@ -237,3 +237,25 @@ def test_cifar10_with_the_real_cnn(shared_data, tmp_path):
             # a freshly initialised classifier is close to uniform over 3 classes
             assert abs(c["loss"][0] - np.log(3)) < 0.3
         assert out[p]["1.0"]["incentive"] == [0.0, 0.0]        # alpha' = alpha at alpha = 1
+
+
+def test_divergence_and_size_are_refused_with_the_fix(tmp_path):
+    r = run(*SMALL, "--lr", "1e300", "--out", str(tmp_path / "o"))
+    assert r.exit_code == 2 and "diverged; lower the learning rate --lr" in r.stderr
+    assert not (tmp_path / "o").exists()
+    r = run("fixed-focus", "--m", "1000000")
+    assert r.exit_code == 2 and "GiB" in r.stderr and "lower --m or --classes" in r.stderr
+
+
+def test_library_call_equals_the_command():
+    from minimal_attn.experiments_fixed_focus import (
+        FixedFocusConfig,
+        fixed_focus_json,
+        run_fixed_focus,
+    )
+
+    r = run(*SMALL, "--alphas", "0.3,1", "--paradigm", "lv", "--json")
+    cfg = FixedFocusConfig(m=4, n_classes=3, epochs=6, lr=0.1, alphas=["0.3", "1"],
+                           paradigms=["lv"])
+    assert json.loads(r.stdout) == json.loads(json.dumps(fixed_focus_json(
+        run_fixed_focus(cfg))))
