@@ -21,7 +21,8 @@ _D = FixedFocusConfig
 @click.option("--classes", "n_classes", type=int, default=None,
               help="Classes C [default: 20; CIFAR: the paper's foreground classes, as in "
                    "attn-dyn train: airplane, automobile, bird for cifar10, the 50 animal "
-                   "and people classes for cifar100; a smaller C keeps the first C of them].")
+                   "and people classes for cifar100; a smaller C keeps the first C of them, "
+                   "the others joining the background as in attn-dyn train].")
 @click.option("--alphas", default=default(_D, "alphas"), show_default=True,
               help="Comma-separated foreground scores alpha in [0, 1], one curve each.")
 @click.option("--epochs", type=int, default=None,

@@ -118,7 +118,8 @@ def test_ctrl_c_exits_130_with_one_line_and_writes_nothing(tmp_path, monkeypatch
 
 
 def test_every_json_key_is_in_the_help():
-    r = run("ode", "--m", "3", "--classes", "2", "--json", "--t-eval", "1", "--simulate")
+    r = run("ode", "--m", "3", "--classes", "2", "--json", "--t-eval", "1", "--t-max", "1",
+            "--simulate")
     entry = json.loads(r.stdout)["sa"]
     r2 = run("ode", "--json", "--t-eval", "1", "--t-max", "1", "--paradigm", "sa")
     keys = set(entry) | set(entry["simulated"]) | set(json.loads(r2.stdout)["sa"])
