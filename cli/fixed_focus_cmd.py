@@ -6,10 +6,17 @@ import click
 
 from minimal_attn.cli.options import CONTEXT, config, default, parse_paradigms, progressbar
 from minimal_attn.errors import InputError
-from minimal_attn.experiments_fixed_focus import SETTINGS, FixedFocusConfig
+from minimal_attn.experiments_fixed_focus import (
+    DEFAULT_EPOCHS_LR,
+    LINEAR_CLASSES,
+    SETTINGS,
+    FixedFocusConfig,
+)
 from minimal_attn.losses import LOSS_PARADIGMS
 
 _D = FixedFocusConfig
+(_EPOCHS, _LR), (_CIFAR_EPOCHS, _CIFAR_LR) = DEFAULT_EPOCHS_LR["linear-orthogonal"], \
+    DEFAULT_EPOCHS_LR["cifar10"]
 
 
 @click.command(context_settings=CONTEXT)
@@ -19,16 +26,18 @@ _D = FixedFocusConfig
 @click.option("--m", "m", type=int, default=default(_D, "m"), show_default=True,
               help="Segments per mosaic (>= 2).")
 @click.option("--classes", "n_classes", type=int, default=None,
-              help="Classes C [default: 20; CIFAR: the paper's foreground classes, as in "
+              help=f"Classes C [default: {LINEAR_CLASSES}; CIFAR: the paper's foreground "
+                   "classes, as in "
                    "attn-dyn train: airplane, automobile, bird for cifar10, the 50 animal "
                    "and people classes for cifar100; a smaller C keeps the first C of them, "
                    "the others joining the background as in attn-dyn train].")
 @click.option("--alphas", default=default(_D, "alphas"), show_default=True,
               help="Comma-separated foreground scores alpha in [0, 1], one curve each.")
 @click.option("--epochs", type=int, default=None,
-              help="Epochs T [default: 1000; CIFAR: 20].")
+              help=f"Epochs T [default: {_EPOCHS}; CIFAR: {_CIFAR_EPOCHS}].")
 @click.option("--lr", type=float, default=None,
-              help="Step size [default: 5, so epoch k is time 5k of Theorem 1; CIFAR: 0.01].")
+              help=f"Step size [default: {_LR:g}, so epoch k is time {_LR:g}k of Theorem 1; "
+                   f"CIFAR: {_CIFAR_LR:g}].")
 @click.option("--delta", type=float, default=default(_D, "delta"), show_default=True,
               help="Focus step of the incentive: alpha' = min(alpha + delta, 1).")
 @click.option("--paradigm", "paradigms", default="all", show_default=True,

@@ -12,7 +12,7 @@ from minimal_attn.cli.options import (
     parse_paradigms,
     progressbar,
 )
-from minimal_attn.experiments_ode import OdeConfig
+from minimal_attn.experiments_ode import FIGURE4_SETTINGS, OdeConfig
 from minimal_attn.losses import LOSS_PARADIGMS
 
 
@@ -22,11 +22,15 @@ from minimal_attn.losses import LOSS_PARADIGMS
                    "(aliases: soft, hard, lvml).")
 @click.option("--m", "m", type=int, default=None,
               help="Segments per mosaic (>= 2). Omit --m and --classes for Figure 4's "
-                   "two settings: (m, C) = (5, 3) and (20, 20).")
+                   "two settings: (m, C) = " + " and ".join(
+                       f"({m}, {c})" for m, c, _ in FIGURE4_SETTINGS)
+              + "; a missing one takes the first setting's value.")
 @click.option("--classes", "n_classes", type=int, default=None,
               help="Number of classes C (>= 2).")
 @click.option("--t-max", type=float, default=None,
-              help="Final gradient-flow time [default: 100; 1000 for m = C = 20].")
+              help="Final gradient-flow time [default: " + "; ".join(
+                  f"{t:g} for m = {m}, C = {c}" for m, c, t in FIGURE4_SETTINGS)
+              + "; the first for any other m, C].")
 @click.option("--alpha", type=float, default=None,
               help="Freeze the focus at this foreground attention (Theorem 1); "
                    "omit for the joint flow of mu and nu (Theorem 2).")

@@ -27,7 +27,7 @@ import numpy as np
 
 from .errors import InputError, check_alpha, check_int_at_least, check_paradigm, diverged
 from .losses import LOSS_PARADIGMS
-from .resources import check_memory
+from .resources import check_memory, check_steps
 
 SETTINGS = ("linear-orthogonal", "cifar10", "cifar100")
 #: setting -> (epochs, lr) when not given: Figures 2-3's bottom rows (1000 steps of 5
@@ -97,13 +97,18 @@ def resolve(cfg):
         raise InputError("hybrid is a schedule, not a fixed-focus loss: use sa, ha, lv or all",
                          param="paradigm")
     paradigms = [check_paradigm(p, LOSS_PARADIGMS) for p in cfg.paradigms]
-    _alphas(cfg.alphas)
+    n_alphas = len(_alphas(cfg.alphas))
+    check_steps(cfg.epochs * len(paradigms), "training every paradigm", param="epochs")
+    # loss, incentive and their closed forms: (epochs + 1, A) per paradigm
+    check_memory(4 * 8 * (cfg.epochs + 1) * n_alphas * len(paradigms),
+                 f"recording {cfg.epochs} epochs", param="epochs")
     if cfg.setting == "linear-orthogonal":
         C = LINEAR_CLASSES if cfg.n_classes is None else cfg.n_classes
         check_int_at_least("n_classes", C, 2, param="n_classes")
         # exact population X (2 C m, m, C + 2) float64, its distinct segments and caches
         check_memory(6 * 8 * 2 * C * cfg.m * cfg.m * (C + 2),
-                     f"the exact population of {cfg.m} segments and {C} classes", param=("m", "n_classes"))
+                     f"the exact population of {cfg.m} segments and {C} classes",
+                     param=("m", "n_classes"))
     else:
         from .datasets import default_foreground
 

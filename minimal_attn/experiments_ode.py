@@ -82,7 +82,8 @@ def validate(cfg):
                              f"{MAX_STEPS:.0e}); lower t_max or t_eval, or raise lr",
                              param=("t_max", "t_eval", "lr"))
         for m, c, _ in runs:   # exact population X (2 C m, m, C + 2), ~4 such arrays at once
-            check_memory(4 * 8 * 2 * c * m * m * (c + 2), f"simulating {m} segments and {c} classes",
+            check_memory(4 * 8 * 2 * c * m * m * (c + 2),
+                         f"simulating {m} segments and {c} classes",
                          param=("m", "n_classes"))
     return runs
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from .errors import InputError, check_int_at_least, diverged
 from .proxy import ProxyConfig
-from .resources import check_memory
+from .resources import check_memory, check_steps
 from .text_data import Vocab, read_parallel, tokenize, whitespace_tokens
 
 TOKENIZERS = {"simple": tokenize, "whitespace": whitespace_tokens}
@@ -47,6 +47,7 @@ def run_ibm1(src_path, tgt_path, cfg=None, progress=None):
 
     cfg = cfg or Ibm1Config()
     check_int_at_least("iterations", cfg.iterations, 1, param="iterations")
+    check_steps(cfg.iterations, "EM", param="iterations")
     src_tok, tgt_tok = read_parallel(src_path, tgt_path, whitespace_tokens)
     src_vocab, tgt_vocab = Vocab.build(src_tok, unk=False), Vocab.build(tgt_tok, unk=False)
     model = train_ibm1(src_vocab.encode_all(src_tok), tgt_vocab.encode_all(tgt_tok),
@@ -192,6 +193,9 @@ def run_proxy(src, tgt, cfg=None, val=None, progress=None):
     tgt_vocab = _vocab(tr_tgt, cfg.min_count, "target")
     n_src, n_tgt = len(src_vocab), len(tgt_vocab)
     _check_proxy_memory(n_src, n_tgt, len(va_src), cfg)
+    check_steps(cfg.model.epochs * -(-len(tr_src) // cfg.model.batch_size),
+                "training the proxy", param="epochs")
+    check_steps(cfg.ibm_iterations, "EM", param="ibm_iterations")
     x_tr, y_tr = src_vocab.encode_all(tr_src), tgt_vocab.encode_all(tr_tgt)
     x_va, y_va = src_vocab.encode_all(va_src), tgt_vocab.encode_all(va_tgt)
     limit = GROWTH * max(math.log(n_tgt), 1.0)    # the uniform model's loss is log |O|

@@ -3,8 +3,6 @@
 import csv
 import json
 import pickle
-import sys
-import types
 
 import numpy as np
 import pytest
