@@ -7,8 +7,10 @@ the exact population beside them (:mod:`.dynamics`).
 
 >>> from minimal_attn.experiments_ode import OdeConfig, run_ode, write_ode
 >>> result = run_ode(OdeConfig(paradigms=("lv",), m=5, n_classes=3, t_max=10))
->>> result[0]["curves"]["lv"]["mu"][-1] > 0
+>>> bool(result[0]["curves"]["lv"]["mu"][-1] > 0)
 True
+>>> write_ode(result, "runs/ode-lv")                     # doctest: +SKIP
+['ode_lv.csv', 'ode.png']
 """
 
 import dataclasses

@@ -150,3 +150,16 @@ def test_library_call_equals_the_command(tmp_path):
 def test_refusals_name_the_estimate_and_the_option(args, words):
     r = run("ode", *args)
     assert r.exit_code == 2 and all(w in r.stderr for w in words), r.stderr
+
+
+def test_parameters_become_the_commands_options_but_not_inside_paths():
+    from minimal_attn.cli.main import _as_option, cli
+    from minimal_attn.errors import InputError
+
+    ode_cmd = cli.get_command(None, "ode")
+    exc = InputError("cannot write to /tmp/out/m: denied; choose a writable out",
+                     param="out")
+    assert _as_option(exc, ode_cmd) == ("cannot write to /tmp/out/m: denied; "
+                                        "choose a writable --out")
+    exc = InputError("lower m or n_classes", param=("m", "n_classes"))
+    assert _as_option(exc, ode_cmd) == "lower --m or --classes"      # --classes fills n_classes
