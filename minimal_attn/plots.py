@@ -48,6 +48,12 @@ def _panels(result, key, ylabel, title, path, log_y):
                 ax.plot(epoch, exact, color="black", lw=0.9, ls="--", alpha=0.8)
         if log_y:
             ax.set_yscale("log")
+            # plain numbers ("1.1", "0.2") rather than "1.1 x 10^0" on a narrow log range
+            from matplotlib.ticker import LogFormatter
+
+            ax.yaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
+            ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False,
+                                                      minor_thresholds=(1, 0.4)))
         ax.set_title(PARADIGM_TITLES.get(p, p))
         ax.set_xlabel("epoch")
         ax.set_ylabel(ylabel)
