@@ -250,7 +250,7 @@ def train_seq(task, config, out_dir, callback=None, embeddings=None):
         opt.step()
         step += 1
         if callback:
-            callback("step", {"step": step, "loss": float(loss)})
+            callback("step", {"step": step, "loss": loss.item()})
     return {"config": asdict(c), "history": history, "out_dir": out_dir}
 
 

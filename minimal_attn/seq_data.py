@@ -53,6 +53,7 @@ class TextTask:
     n_out: int                   # output vocabulary: 2 for classification
     itos: list                   # id -> token string (pieces for SentencePiece)
     decode: Optional[Callable] = None   # ids -> detokenised text (translation, for BLEU)
+    tokenizer_model: Optional[bytes] = None  # the serialised SentencePiece model, if any
     info: dict = dataclasses.field(default_factory=dict)
 
     @property
@@ -163,20 +164,23 @@ def _read_pairs(dataset, folder, split, src_lang, tgt_lang):
 
 
 def _sentencepiece(lines, vocab_size, model_file):
+    """A SentencePiece model: loaded from ``model_file`` if it exists, else trained on ``lines``.
+
+    Returns the processor and the serialised model (save it to reuse the ids).
+    """
     import sentencepiece as spm
 
     if model_file is not None and os.path.exists(model_file):
-        return spm.SentencePieceProcessor(model_file=model_file)
-    proto = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(lines), model_writer=proto, vocab_size=vocab_size,
-        hard_vocab_limit=False, model_type="unigram", character_coverage=1.0,
-        unk_id=0, bos_id=1, eos_id=2, pad_id=-1, num_threads=1, minloglevel=2)
-    if model_file is not None:
-        from .io import atomic_open
-        with atomic_open(model_file, "wb") as f:
-            f.write(proto.getvalue())
-    return spm.SentencePieceProcessor(model_proto=proto.getvalue())
+        with open(model_file, "rb") as f:
+            proto = f.read()
+    else:
+        buf = io.BytesIO()
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(lines), model_writer=buf, vocab_size=vocab_size,
+            hard_vocab_limit=False, model_type="unigram", character_coverage=1.0,
+            unk_id=0, bos_id=1, eos_id=2, pad_id=-1, num_threads=1, minloglevel=2)
+        proto = buf.getvalue()
+    return spm.SentencePieceProcessor(model_proto=proto), proto
 
 
 def load_translation(dataset, folder, max_train=None, max_val=None, vocab_size=8000,
@@ -184,8 +188,9 @@ def load_translation(dataset, folder, max_train=None, max_val=None, vocab_size=8
     """A :class:`TextTask` for translation with a shared vocabulary (A.8).
 
     ``tokenizer``: ``"sentencepiece"``, ``"word"`` or ``"auto"`` (SentencePiece
-    when installed). ``model_file``: where the SentencePiece model is cached,
-    so that a resumed run sees the same ids.
+    when installed). ``model_file``: a saved SentencePiece model to reuse (so a
+    resumed run sees the same ids); a newly trained one is returned as
+    ``tokenizer_model`` (bytes) for the caller to save.
     """
     tr_src, tr_tgt = _read_pairs(dataset, folder, "train", src_lang, tgt_lang)
     va_src, va_tgt = _read_pairs(dataset, folder, "val", src_lang, tgt_lang)
@@ -198,7 +203,7 @@ def load_translation(dataset, folder, max_train=None, max_val=None, vocab_size=8
         except ImportError:
             tokenizer = "word"
     if tokenizer == "sentencepiece":
-        sp = _sentencepiece(tr_src + tr_tgt, vocab_size, model_file)
+        sp, proto = _sentencepiece(tr_src + tr_tgt, vocab_size, model_file)
         itos = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
         encode = sp.encode
 
@@ -214,6 +219,7 @@ def load_translation(dataset, folder, max_train=None, max_val=None, vocab_size=8
 
         def decode(ids):
             return " ".join(vocab.decode(ids))
+        proto = None
     else:
         raise InputError(f"tokenizer must be auto, sentencepiece or word, got {tokenizer!r}")
     eos = 2
@@ -224,7 +230,7 @@ def load_translation(dataset, folder, max_train=None, max_val=None, vocab_size=8
     tr = _nonempty(ids(tr_src, False), ids(tr_tgt, True))
     va = _nonempty(ids(va_src, False), ids(va_tgt, True))
     return TextTask("translate", *tr, *va, n_vocab=len(itos), n_out=len(itos), itos=itos,
-                    decode=decode,
+                    decode=decode, tokenizer_model=proto,
                     info={"dataset": dataset, "tokenizer": tokenizer, "vocab": len(itos),
                           "n_train": len(tr[0]), "n_val": len(va[0]),
                           "direction": f"{src_lang}->{tgt_lang}"})
