@@ -217,7 +217,7 @@ def _write_outputs(out_dir, dataset, result, task):
                agreement_table.markdown_table(dataset, variants))
     rows = []
     for title, row in variants.items():
-        rows += [[title] + r for r in agreement_table.table_rows(dataset, row)]
+        rows += [[title] + r for r in agreement_table.table_rows(dataset, row, title == "Table 2")]
     write_csv(os.path.join(out_dir, "table.csv"),
               ["variant", "task"] + list(agreement_table.COLUMNS), rows)
     write_json(os.path.join(out_dir, "agreement.json"), _jsonable(result))

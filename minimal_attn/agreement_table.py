@@ -111,11 +111,11 @@ def _fmt(x):
     return "" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}"
 
 
-def table_rows(dataset, row):
-    """CSV/Markdown rows: the paper's Table 2 row (if it has one) and ours, in percent."""
+def table_rows(dataset, row, paper=True):
+    """CSV/Markdown rows: the paper's Table 2 row (if it has one and ``paper``) and ours, in %."""
     rows = []
     name = PAPER_NAME.get(dataset)
-    if name:
+    if name and paper:
         rows.append([f"{name} (paper)"] + [str(v) for v in PAPER_TABLE2[name]])
     ours = [_fmt(row[c]) + ("*" if not row.get(c + "_reached", True) else "") for c in COLUMNS]
     rows.append([f"{dataset} (ours)"] + ours)
@@ -128,7 +128,8 @@ def markdown_table(dataset, rows_by_variant):
     for title, row in rows_by_variant.items():
         out += [f"### {title}", "", "| Task | " + " | ".join(HEADERS) + " |",
                 "|" + "---|" * (len(HEADERS) + 1)]
-        out += ["| " + " | ".join(r) + " |" for r in table_rows(dataset, row)]
+        out += ["| " + " | ".join(r) + " |"
+                for r in table_rows(dataset, row, paper=title == "Table 2")]
         extras = [k for k in ("A_beta_uf_beta_log", "A_alpha_alpha_fr") if k in row]
         paper = PAPER_EXTRAS.get(PAPER_NAME.get(dataset), {})
         for k in extras:
