@@ -23,11 +23,11 @@ from typing import Optional
 import numpy as np
 
 from minimal_attn import agreement_table, logistic_proxy, proxy
-from minimal_attn.errors import InputError, check_int_at_least
+from minimal_attn.errors import InputError
 from minimal_attn.io import atomic_open, ensure_dir, write_csv, write_json, write_text
 from minimal_attn.seq_data import load_text_task
 
-from .torch_seq_train import (SeqTrainConfig, load_rows, load_run, pick_device, save_rows,
+from .torch_seq_train import (SeqTrainConfig, check_int, load_rows, load_run, pick_device, save_rows,
                               train_seq)
 
 
@@ -110,17 +110,16 @@ def prepare(c, out_dir):
     Returns the :class:`~minimal_attn.seq_data.TextTask` and the resolved base
     :class:`SeqTrainConfig`; a new SentencePiece model is saved as ``out_dir/spm.model``.
     """
-    check_int_at_least("proxy_epochs", c.proxy_epochs, 1)
-    check_int_at_least("proxy_d", c.proxy_d, 1)
-    check_int_at_least("train_eval", c.train_eval, 0)
+    check_int("proxy_epochs", c.proxy_epochs, 1)
+    check_int("proxy_d", c.proxy_d, 1)
     pick_device(c.device)
-    spm_file = os.path.join(out_dir, "spm.model")
-    task = load_text_task(c.task, c.dataset, c.data_dir, c.max_train, c.max_val, c.vocab_size,
-                          model_file=spm_file if os.path.exists(spm_file) else None)
     base = SeqTrainConfig(task=c.task, steps=c.steps, batch_size=c.batch_size, lr=c.lr,
                           hidden=c.hidden, emb=c.emb, out_hidden=c.out_hidden,
                           eval_every=c.eval_every, seed=c.seed, bleu=c.bleu,
                           train_eval=c.train_eval, device=c.device).resolved()
+    spm_file = os.path.join(out_dir, "spm.model")
+    task = load_text_task(c.task, c.dataset, c.data_dir, c.max_train, c.max_val, c.vocab_size,
+                          model_file=spm_file if os.path.exists(spm_file) else None)
     if c.embeddings is not None and not os.path.isfile(c.embeddings):
         raise InputError(f"embeddings file {c.embeddings} does not exist", param="embeddings")
     ensure_dir(out_dir)

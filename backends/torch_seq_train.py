@@ -37,6 +37,14 @@ PAPER = {"classify": {"steps": 4000, "batch_size": 32, "emb": 300,
 FORMAT = 1
 
 
+def check_int(name, value, low):
+    """:func:`check_int_at_least` with the parameter named, so the CLI names its option."""
+    try:
+        return check_int_at_least(name, value, low)
+    except InputError as exc:
+        raise InputError(str(exc), param=name) from None
+
+
 @dataclass
 class SeqTrainConfig:
     """One run of one model; ``None`` fields take the paper's value for the task."""
@@ -71,11 +79,15 @@ class SeqTrainConfig:
         c.emb = (p["emb"] or c.hidden) if c.emb is None else c.emb
         c.eval_every = p["every"] if c.eval_every is None else c.eval_every
         for name in ("steps", "batch_size", "hidden", "emb", "out_hidden", "eval_every"):
-            check_int_at_least(name, getattr(c, name), 1)
+            check_int(name, getattr(c, name), 1)
+        check_int("train_eval", c.train_eval, 0)
         if c.task == "translate" and c.hidden % 2:
             raise InputError(f"hidden must be even for translation, got {c.hidden}",
                              param="hidden")
-        check_positive("lr", c.lr)
+        try:
+            check_positive("lr", c.lr)
+        except InputError as exc:
+            raise InputError(str(exc), param="lr") from None
         return c
 
     def eval_steps(self):

@@ -66,6 +66,14 @@ class TextTask:
 
 
 # ------------------------------------------------------------------ classification
+def _is_number(text):
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
 def _read_label_tsv(path, what):
     lines = read_lines(path, what)
     texts, labels = [], []
@@ -75,7 +83,7 @@ def _read_label_tsv(path, what):
         parts = line.rstrip("\r").rsplit("\t", 1)
         label = parts[1].strip() if len(parts) == 2 else ""
         if label not in ("0", "1"):
-            if n == 1 and len(parts) == 2:          # a header row such as text<TAB>label
+            if n == 1 and len(parts) == 2 and not _is_number(label):   # a header row
                 continue
             raise InputError(f"{what} {path} line {n} is not 'text<TAB>0|1' (labels must be "
                              f"0 or 1): {line[:60]!r}", param="data_dir")
