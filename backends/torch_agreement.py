@@ -27,8 +27,15 @@ from minimal_attn.errors import InputError
 from minimal_attn.io import atomic_open, ensure_dir, write_csv, write_json, write_text
 from minimal_attn.seq_data import load_text_task
 
-from .torch_seq_train import (SeqTrainConfig, check_int, load_rows, load_run, pick_device, save_rows,
-                              train_seq)
+from .torch_seq_train import (
+    SeqTrainConfig,
+    check_int,
+    load_rows,
+    load_run,
+    pick_device,
+    save_rows,
+    train_seq,
+)
 
 
 @dataclass

@@ -137,17 +137,21 @@ def data_fingerprint(task):
     return h.hexdigest()
 
 
-def batch_indices(step, batch_size, n, seed, _cache={}):
+_PERMS = {}    # (seed, n, epoch) -> permutation; a few recent epochs
+
+
+def batch_indices(step, batch_size, n, seed):
     """Example ids of training step ``step``: a slice of per-epoch permutations."""
     pos = np.arange(step * batch_size, (step + 1) * batch_size)
     out = np.empty(batch_size, dtype=np.int64)
     for epoch in np.unique(pos // n):
         key = (seed, n, int(epoch))
-        if key not in _cache:
-            _cache.clear() if len(_cache) > 8 else None
-            _cache[key] = np.random.default_rng([seed, int(epoch)]).permutation(n)
+        if key not in _PERMS:
+            if len(_PERMS) > 8:
+                _PERMS.clear()
+            _PERMS[key] = np.random.default_rng([seed, int(epoch)]).permutation(n)
         sel = pos // n == epoch
-        out[sel] = _cache[key][pos[sel] % n]
+        out[sel] = _PERMS[key][pos[sel] % n]
     return out
 
 
@@ -219,7 +223,7 @@ def train_seq(task, config, out_dir, callback=None, embeddings=None):
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=c.lr)
     step, history = 0, []
     if os.path.exists(ckpt_path):
-        state = torch.load(ckpt_path, map_location=device, weights_only=False)
+        state = torch.load(ckpt_path, map_location="cpu", weights_only=False)  # RNG states: CPU
         if state.get("format") != FORMAT or state["config"] != comparable \
                 or state["data"] != fingerprint:
             raise InputError(f"{out_dir} holds a run with other settings or data; use the same "

@@ -1,4 +1,4 @@
-"""Options shared by ``attn-dyn agreement`` and ``attn-dyn train-seq`` (Snell et al. 2021 neural runs)."""
+"""Options shared by ``attn-dyn agreement`` and ``attn-dyn train-seq`` (Snell et al. 2021)."""
 
 import sys
 

@@ -1,4 +1,4 @@
-r"""Agreement and performance against training steps: the shape behind Figure 2 of Snell et al. (2021).
+r"""Agreement and performance against training steps, as behind Figure 2 of Snell et al. (2021).
 
 Left: :math:`A(\alpha, \hat\alpha(\tau))` of the second run and
 :math:`A(\alpha, \beta^{uf}(\tau))` of the uniform-attention run, with the
@@ -17,7 +17,8 @@ def plot_curves(result, path):
     plt = _pyplot()
     cur = result["curves"]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
-    ax1.plot(cur["second_steps"], cur["A_alpha_alpha_hat"], "o-", label=r"$A(\alpha,\hat\alpha(\tau))$")
+    ax1.plot(cur["second_steps"], cur["A_alpha_alpha_hat"], "o-",
+             label=r"$A(\alpha,\hat\alpha(\tau))$")
     ax1.plot(cur["uniform_steps"], cur["A_alpha_beta_uf"], "s-",
              label=r"$A(\alpha,\beta^{uf}(\tau))$")
     ax1.axhline(result["A_alpha_beta"], color="C2", ls="--", label=r"$A(\alpha,\beta)$")

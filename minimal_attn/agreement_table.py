@@ -65,9 +65,12 @@ def mean_metric(us, vs, metric="A", percent=5.0):
     return float(np.nanmean(taus)) if np.isfinite(taus).any() else float("nan")
 
 
-def _curve(run, split, key, reference, metric, percent):
+def _curve(run, split, key, reference, metric, percent, probe=None):
+    """Per checkpoint: M(reference, run's key) or, with ``probe``, M(run's key, probe)."""
     history, evals = run
-    return [mean_metric(reference, evals[h["step"]][f"{split}_{key}"], metric, percent)
+    return [mean_metric(evals[h["step"]][f"{split}_{key}"], probe, metric, percent)
+            if probe is not None else
+            mean_metric(reference, evals[h["step"]][f"{split}_{key}"], metric, percent)
             for h in history]
 
 
@@ -100,6 +103,8 @@ def agreement_row(standard, second, uniform, beta_px, frozen=None, beta_log=None
                                                          metric, percent)))
     row["curves"] = {"uniform_steps": [h["step"] for h in uniform[0]],
                      "A_alpha_beta_uf": uf_curve,
+                     "A_beta_uf_beta_px": _curve(uniform, split, "beta", None, metric, percent,
+                                                 probe=beta_px),
                      "uniform_perf": [h[f"{split}_{perf}"] for h in uniform[0]],
                      "second_steps": [h["step"] for h in second[0]],
                      "A_alpha_alpha_hat": run_a, "second_perf": run_p,

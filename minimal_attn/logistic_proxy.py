@@ -88,6 +88,9 @@ def fit_logistic_sweep(train_src, train_y, val_src, val_y, n_vocab, n_out=2, lam
 
 
 def beta_log(B, x, y):
-    r""":math:`\beta^{log}_{t,l} = \sigma(\beta^{log}_{x_l})_{y_t}`: shape (T, L) for ids x (L,), y (T,)."""
+    r"""Probe :math:`\beta^{log}_{t,l} = \sigma(\beta^{log}_{x_l})_{y_t}`, shape (T, L).
+
+    x : int array (L,) input ids; y : int array (T,) output ids.
+    """
     logp = _log_softmax(B[:, np.asarray(x)].T)                       # (L, |O|)
     return np.exp(logp[:, np.asarray(y)]).T                          # (T, L)

@@ -48,7 +48,7 @@ def test_tiny_end_to_end_and_reuse(tmp_path, shared_data, torch_one_thread, data
     assert json.loads((out / "agreement.json").read_text())["A_alpha_beta"] == \
         result["A_alpha_beta"]
     clash = run("agreement", "--dataset", dataset, "--data-dir", shared_data / sub, "--out",
-                out, *TINY[:-2], "--seed", "5", "--no-progress")
+                out, *TINY, "--seed", "5")
     assert clash.exit_code == 2 and "other settings" in clash.stderr
 
 

@@ -1,4 +1,4 @@
-"""LSTM attention models of Snell et al. (2021): masking, probes (Eqs. 2, 4, 9), Eq. (12), saliency."""
+"""LSTM attention models (Snell et al. 2021): masking, probes (Eqs. 2, 4, 9), Eq. (12), saliency."""
 
 import numpy as np
 import pytest
@@ -69,30 +69,30 @@ def test_frozen_trains_only_the_attention_layer():
         {"Wa.weight"}
 
 
-def _one_hot_at(l):
+def _one_hot_at(pos):
     def attn(logits, mask, attention):
         out = torch.zeros_like(logits)
-        out[..., l] = 1.0
+        out[..., pos] = 1.0
         return out
     return attn
 
 
-@pytest.mark.parametrize("l", [0, 1])
-def test_probe_equals_output_under_one_hot_attention(torch_one_thread, monkeypatch, l):
-    """Eqs. (2) and (4): with alpha one-hot at l, c_t = h_l so p_t[y_t] = beta_{t,l}."""
+@pytest.mark.parametrize("pos", [0, 1])
+def test_probe_equals_output_under_one_hot_attention(torch_one_thread, monkeypatch, pos):
+    """Eqs. (2) and (4): with alpha one-hot at pos, c_t = h_l so p_t[y_t] = beta_{t,pos}."""
     x, lengths, y_in, y = _translate_inputs()
     model = _seq2seq()
-    monkeypatch.setattr(tsm, "masked_attention", _one_hot_at(l))
+    monkeypatch.setattr(tsm, "masked_attention", _one_hot_at(pos))
     out = model(x, lengths, y_in)
     p = out["logp"].gather(-1, y[..., None]).squeeze(-1).exp()            # (B, T)
     beta = model.probe(out, y)                                           # (B, T, L)
-    assert torch.allclose(p, beta[:, :, l], atol=1e-12)
+    assert torch.allclose(p, beta[:, :, pos], atol=1e-12)
     cls = _classifier()
     xc, lc = pad_batch(SRC, V, "cpu")
     yc = torch.tensor([1, 0])
     outc = cls(xc, lc)
     p_correct = torch.sigmoid((2 * yc - 1) * outc["logit"])
-    assert torch.allclose(p_correct, cls.probe(outc, yc)[:, l], atol=1e-12)
+    assert torch.allclose(p_correct, cls.probe(outc, yc)[:, pos], atol=1e-12)
 
 
 @pytest.mark.parametrize("attention", ["learned", "uniform"])
@@ -114,10 +114,10 @@ def test_classification_identity_eq12(torch_one_thread, attention):
         assert torch.allclose(p_correct, rhs, atol=1e-6, rtol=0)
 
 
-def _scaled_logp(model, task, x, lengths, y, y_in, b, t, l, eps):
-    """log p_t[y_t] of example b with the embedding of word l scaled by (1 + eps)."""
+def _scaled_logp(model, task, x, lengths, y, y_in, b, t, pos, eps):
+    """log p_t[y_t] of example b with the embedding of word pos scaled by (1 + eps)."""
     emb = model.embed(x).detach().clone()
-    emb[b, l] *= 1.0 + eps
+    emb[b, pos] *= 1.0 + eps
     with torch.no_grad():
         if task.task == "classify":
             logit = model(x, lengths, emb=emb)["logit"][b]
@@ -127,7 +127,7 @@ def _scaled_logp(model, task, x, lengths, y, y_in, b, t, l, eps):
 
 @pytest.mark.parametrize("kind", ["classify", "translate"])
 def test_saliency_equals_finite_differences(torch_one_thread, kind):
-    """Delta_{t,l} = grad . e_l is the derivative along e_l: (f(1+eps) - f(1-eps)) / 2 eps."""
+    """Delta_{t,pos} = grad . e_l is the derivative along e_l: (f(1+eps) - f(1-eps)) / 2 eps."""
     task = Task(kind)
     if kind == "classify":
         model, (x, lengths), y_in = _classifier(), pad_batch(SRC, V, "cpu"), None
@@ -137,7 +137,8 @@ def test_saliency_equals_finite_differences(torch_one_thread, kind):
         x, lengths, y_in, y = _translate_inputs()
     delta = _saliency(model, task, x, lengths, y, y_in).detach()          # (B, T, L)
     eps = 1e-5
-    for b, t, l in [(0, 0, 0), (0, 0, 3), (1, 0, 1)] + ([(0, 2, 4)] if kind == "translate" else []):
-        fd = (_scaled_logp(model, task, x, lengths, y, y_in, b, t, l, eps)
-              - _scaled_logp(model, task, x, lengths, y, y_in, b, t, l, -eps)) / (2 * eps)
-        assert float(delta[b, t, l]) == pytest.approx(fd, rel=1e-5, abs=1e-9)
+    cases = [(0, 0, 0), (0, 0, 3), (1, 0, 1)] + ([(0, 2, 4)] if kind == "translate" else [])
+    for b, t, pos in cases:
+        fd = (_scaled_logp(model, task, x, lengths, y, y_in, b, t, pos, eps)
+              - _scaled_logp(model, task, x, lengths, y, y_in, b, t, pos, -eps)) / (2 * eps)
+        assert float(delta[b, t, pos]) == pytest.approx(fd, rel=1e-5, abs=1e-9)

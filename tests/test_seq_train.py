@@ -1,13 +1,17 @@
-"""Training one LSTM attention model (Snell et al. 2021, A.8): resume equals an uninterrupted run."""
+"""Training one LSTM attention model (Snell et al. 2021, A.8): resume equals uninterrupted."""
 
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from minimal_attn.backends.torch_seq_train import (SeqTrainConfig, batch_indices,  # noqa: E402
-                                                   build_model,
-                                                   load_run, train_seq)
+from minimal_attn.backends.torch_seq_train import (  # noqa: E402
+    SeqTrainConfig,
+    batch_indices,
+    build_model,
+    load_run,
+    train_seq,
+)
 from minimal_attn.seq_data import TextTask  # noqa: E402
 
 
@@ -24,14 +28,14 @@ def _task(kind):
                     decode=lambda ids: " ".join(str(int(i)) for i in ids))
 
 
-class Stop(Exception):
+class StopError(Exception):
     pass
 
 
 def _stop_at(step):
     def callback(event, info):
         if event == "eval" and info["step"] == step:
-            raise Stop
+            raise StopError
     return callback
 
 
@@ -43,7 +47,7 @@ def test_resume_equals_uninterrupted(tmp_path, torch_one_thread, kind, attention
                             emb=6, out_hidden=8, eval_every=4, seed=3, device="cpu",
                             train_eval=5)
     train_seq(task, config, tmp_path / "full")
-    with pytest.raises(Stop):
+    with pytest.raises(StopError):
         train_seq(task, config, tmp_path / "cut", callback=_stop_at(4))
     assert load_run(tmp_path / "cut")[0][-1]["step"] == 4
     train_seq(task, config, tmp_path / "cut")
