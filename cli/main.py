@@ -24,6 +24,8 @@ COMMANDS = {
     "train": "train_cmd:train",
     "ibm1": "text_cmd:ibm1",
     "proxy": "text_cmd:proxy",
+    "agreement": "agreement_cmd:agreement",
+    "train-seq": "seq_train_cmd:train_seq",
 }
 
 

@@ -1,0 +1,144 @@
+r"""Evaluation of the LSTM attention models: performance, alpha, probes beta and saliency Delta.
+
+Snell et al. (2021), Sections 2.2, 2.4, 3.1 and 5.1. For every example of a
+split, :func:`evaluate` returns (T_n, L_n) arrays (classification: T_n = 1)
+of the attention alpha (Eqs. (1), (7)), the lexical probe beta (Eqs. (4), (9))
+and the gradient saliency Delta, together with the performance (accuracy, or
+teacher-forced token accuracy and greedy-decoding BLEU for translation).
+
+Saliency (Section 5.1, after Ebrahimi et al., 2018). We use the first-order
+(gradient x input) form
+
+.. math:: \Delta_{t,l} = \nabla_{e_l} \log p_t[y_t] \cdot e_l,
+
+the Taylor estimate of how much the log-probability of the correct output
+drops when the embedding of word :math:`x_l` is removed (set to zero). HotFlip
+scores a replacement of :math:`x_l` by a word j by :math:`(e_j - e_l)\cdot\nabla`;
+with no particular replacement word, removal (:math:`e_j = 0`) is the natural
+choice, and it keeps the sign: Delta is large where a word *supports* the
+correct output, which is what beta measures, so A(Delta, beta^uf) compares
+like with like (the gradient norm would rank words that hurt the prediction
+as high as words that help it).
+"""
+
+import numpy as np
+import torch
+
+BOS, EOS = 1, 2
+
+
+def pad_batch(seqs, pad_id, device, prefix=None):
+    """(B, L) long tensor of ``seqs`` padded with ``pad_id`` and their lengths (B,)."""
+    seqs = [np.concatenate([[prefix], s]) if prefix is not None else s for s in seqs]
+    lengths = torch.tensor([len(s) for s in seqs], dtype=torch.long)
+    x = torch.full((len(seqs), int(lengths.max())), pad_id, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        x[i, :len(s)] = torch.as_tensor(np.asarray(s, dtype=np.int64))
+    return x.to(device), lengths.to(device)
+
+
+def translate_batch(task, src, tgt, device):
+    """Encoder ids, lengths, decoder inputs (<s> y_1 .. y_{T-1}) and targets y (B, T)."""
+    x, lengths = pad_batch(src, task.pad_id, device)
+    y_in, _ = pad_batch([t[:-1] for t in tgt], task.pad_id, device, prefix=BOS)
+    y, y_len = pad_batch(tgt, task.pad_id, device)
+    return x, lengths, y_in, y, y_len
+
+
+def loss_on_batch(model, task, src, tgt, device):
+    """Training loss: mean over the batch of the summed NLL of Eq. (3) (BCE for Eq. (8))."""
+    if task.task == "classify":
+        x, lengths = pad_batch(src, task.pad_id, device)
+        y = torch.tensor([int(t[0]) for t in tgt], device=device, dtype=torch.float32)
+        out = model(x, lengths)
+        return torch.nn.functional.binary_cross_entropy_with_logits(out["logit"], y)
+    x, lengths, y_in, y, y_len = translate_batch(task, src, tgt, device)
+    out = model(x, lengths, y_in)
+    nll = -out["logp"].gather(-1, y.clamp(max=task.n_vocab - 1)[..., None]).squeeze(-1)
+    valid = torch.arange(y.shape[1], device=device)[None, :] < y_len[:, None]   # (B, T)
+    return (nll * valid).sum() / len(src)
+
+
+def _saliency(model, task, x, lengths, y, y_in=None):
+    """Delta (B, T, L): grad of log p_t[y_t] w.r.t. the embeddings, dotted with them."""
+    emb = model.embed(x).detach().requires_grad_(True)                   # (B, L, E)
+    with torch.backends.cudnn.flags(enabled=False):   # cuDNN's LSTM backward needs train mode
+        if task.task == "classify":
+            out = model(x, lengths, emb=emb)
+            sign = (2 * y - 1).to(out["logit"].dtype)
+            logp = torch.nn.functional.logsigmoid(sign * out["logit"])[:, None]   # (B, 1)
+        else:
+            out = model(x, lengths, y_in, emb=emb)
+            logp = out["logp"].gather(-1, y.clamp(max=task.n_vocab - 1)[..., None])[..., 0]
+        delta = []
+        for t in range(logp.shape[1]):    # examples are independent: one backward per t
+            (g,) = torch.autograd.grad(logp[:, t].sum(), emb, retain_graph=True)
+            delta.append((g * emb).sum(-1))                              # (B, L)
+    return torch.stack(delta, 1)                                         # (B, T, L)
+
+
+def _rows(arr, lengths, t_lengths):
+    arr = arr.detach().double().cpu().numpy()
+    return [arr[i, :int(t_lengths[i]), :int(lengths[i])] for i in range(len(arr))]
+
+
+def evaluate(model, task, src, tgt, device, want_beta=True, want_delta=False, bleu=False,
+             batch_size=32):
+    """Performance and per-example (T_n, L_n) arrays ``alpha``, ``beta``, ``delta`` on a split.
+
+    Returns
+    -------
+    dict with ``perf`` (accuracy / token accuracy in [0, 1]), ``bleu`` (in [0, 1]
+    or None), ``alpha`` and, when asked for, ``beta`` and ``delta`` (lists of arrays)
+    """
+    was_training = model.training
+    model.eval()
+    out_rows = {"alpha": [], "beta": [], "delta": []}
+    hits, total, hyps = 0, 0, []
+    for start in range(0, len(src), batch_size):
+        s, t = src[start:start + batch_size], tgt[start:start + batch_size]
+        if task.task == "classify":
+            x, lengths = pad_batch(s, task.pad_id, device)
+            y = torch.tensor([int(v[0]) for v in t], device=device)
+            y_in, t_len = None, torch.ones(len(s), dtype=torch.long)
+            with torch.no_grad():
+                out = model(x, lengths)
+                hits += int(((out["logit"] > 0).long() == y).sum())
+                total += len(s)
+                alpha, beta = out["alpha"][:, None], model.probe(out, y)[:, None]
+        else:
+            x, lengths, y_in, y, t_len = translate_batch(task, s, t, device)
+            with torch.no_grad():
+                out = model(x, lengths, y_in)
+                valid = torch.arange(y.shape[1], device=device)[None, :] < t_len[:, None]
+                hits += int(((out["logp"].argmax(-1) == y) & valid).sum())
+                total += int(valid.sum())
+                alpha = out["alpha"]
+                beta = model.probe(out, y.clamp(max=task.n_vocab - 1)) if want_beta else None
+            if bleu:
+                hyps += [task.decode(h) for h in model.greedy(
+                    x, lengths, BOS, EOS, max_len=int(lengths.max()) * 2 + 10)]
+        out_rows["alpha"] += _rows(alpha, lengths, t_len)
+        if want_beta:
+            out_rows["beta"] += _rows(beta, lengths, t_len)
+        if want_delta:
+            out_rows["delta"] += _rows(_saliency(model, task, x, lengths, y, y_in),
+                                       lengths, t_len)
+    model.train(was_training)
+    result = {"perf": hits / max(total, 1), "bleu": None, "alpha": out_rows["alpha"]}
+    if bleu and task.task == "translate":
+        result["bleu"] = corpus_bleu(hyps, [task.decode(v[:-1]) for v in tgt])
+    for key in ("beta", "delta"):
+        if out_rows[key]:
+            result[key] = out_rows[key]
+    return result
+
+
+def corpus_bleu(hyps, refs):
+    """Corpus BLEU in [0, 1] with sacrebleu's defaults; None when sacrebleu is absent."""
+    try:
+        import sacrebleu
+    except ImportError:
+        return None
+    # force: some Multi30k references end in " ." already; score them as they are
+    return float(sacrebleu.corpus_bleu(hyps, [refs], force=True).score) / 100.0

@@ -1,0 +1,168 @@
+r"""LSTM attention models of Snell et al. (2021), Sections 2.1, 2.2, 2.4 and Appendix A.8.
+
+* :class:`Classifier`: embedding, 1-layer bidirectional LSTM (``hidden`` per
+  direction, so :math:`h_l \in R^{2H}`), additive attention Eq. (7)
+  :math:`a_l = v^T \mathrm{ReLU}(Q h_l)`, output Eq. (8)
+  :math:`p^{pos} = \sigma(W^T \sum_l \alpha_l h_l)`, probe Eq. (9). With the
+  paper's sizes (300, 256) it has 1,274,882 parameters besides the embeddings,
+  the count A.8 gives (Q: 512 -> 256 and W: 512 -> 1 carry biases).
+* :class:`Seq2Seq`: one embedding shared by source and target, 2-layer
+  bidirectional LSTM encoder (``hidden/2`` per direction, so :math:`h_l \in R^H`),
+  2-layer LSTM decoder started from the encoder's last states (the two
+  directions concatenated), dot attention Eq. (1) :math:`a_{t,l} = s_t^T W h_l`,
+  context Eq. (2), :math:`p_t = N([c_t, s_t])` with one ReLU hidden layer,
+  probe Eq. (4) :math:`\beta_{t,l} = N([h_l, s_t])_{y_t}`.
+
+``attention`` is ``"learned"`` (the standard model), ``"uniform"`` (alpha fixed
+to 1/L over the real tokens, Section 3.2 and A.7) or ``"frozen"`` (A.6: every
+parameter frozen at its initial value except the attention layer, Q and v or W).
+Padding never receives attention: its logits are set to -inf before the
+softmax, and sequences are packed so that padding never enters an LSTM state.
+"""
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+ATTENTIONS = ("learned", "uniform", "frozen")
+
+
+def masked_attention(logits, mask, attention):
+    """Eq. (1)/(7) softmax over the real positions; uniform over them if ``attention == "uniform"``.
+
+    logits : (..., L); mask : (..., L) bool, True at real tokens. Returns alpha (..., L).
+    """
+    if attention == "uniform":
+        m = mask.to(logits.dtype)
+        return m / m.sum(-1, keepdim=True)
+    return torch.softmax(logits.masked_fill(~mask, float("-inf")), dim=-1)
+
+
+def _encode(lstm, emb, lengths):
+    packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
+    out, state = lstm(packed)
+    h, _ = pad_packed_sequence(out, batch_first=True, total_length=emb.shape[1])
+    return h, state
+
+
+def _freeze_all_but(model, keep):
+    for name, p in model.named_parameters():
+        p.requires_grad_(name.split(".")[0] in keep)
+
+
+class Classifier(nn.Module):
+    """Binary classifier of Wiegreffe & Pinter (2019) as used in Section 2.4."""
+
+    def __init__(self, n_vocab, emb=300, hidden=256, attention="learned"):
+        super().__init__()
+        self.attention = attention
+        self.embed = nn.Embedding(n_vocab + 1, emb, padding_idx=n_vocab)   # last id: padding
+        self.lstm = nn.LSTM(emb, hidden, batch_first=True, bidirectional=True)
+        self.Q = nn.Linear(2 * hidden, hidden)     # Eq. (7)
+        self.v = nn.Linear(hidden, 1)
+        self.W = nn.Linear(2 * hidden, 1)          # Eq. (8)
+        if attention == "frozen":
+            _freeze_all_but(self, ("Q", "v"))
+
+    def encode(self, x, lengths, emb=None):
+        """h (B, L, 2H) from ids x (B, L); ``emb`` (B, L, E) replaces the lookup (saliency)."""
+        emb = self.embed(x) if emb is None else emb
+        return _encode(self.lstm, emb, lengths)[0]
+
+    def forward(self, x, lengths, emb=None):
+        """Returns ``logit`` (B,) of p_pos, ``alpha`` (B, L), ``gamma`` (B, L) = W^T h_l + b."""
+        mask = torch.arange(x.shape[1], device=x.device)[None, :] < lengths[:, None]  # (B, L)
+        h = self.encode(x, lengths, emb)                                  # (B, L, 2H)
+        a = self.v(torch.relu(self.Q(h))).squeeze(-1)                     # (B, L), Eq. (7)
+        alpha = masked_attention(a, mask, self.attention)                 # (B, L)
+        gamma = self.W(h).squeeze(-1)                                     # (B, L)
+        # Eq. (8): W^T sum_l alpha_l h_l + b = sum_l alpha_l (W^T h_l + b) since sum alpha = 1
+        logit = self.W((alpha.unsqueeze(-1) * h).sum(1)).squeeze(-1)      # (B,)
+        return {"logit": logit, "alpha": alpha, "gamma": gamma, "mask": mask}
+
+    @staticmethod
+    def probe(out, y):
+        """Eq. (9): beta_l = sigmoid((2y - 1) W^T h_l), shape (B, L); y (B,) in {0, 1}."""
+        sign = (2 * y - 1).to(out["gamma"].dtype)
+        return torch.sigmoid(sign[:, None] * out["gamma"])
+
+
+class Seq2Seq(nn.Module):
+    """LSTM encoder-decoder with Luong dot attention, Section 2.1 and A.8."""
+
+    def __init__(self, n_vocab, hidden=256, out_hidden=256, layers=2, dropout=0.5,
+                 attention="learned"):
+        super().__init__()
+        if hidden % 2:
+            raise ValueError("hidden must be even: the encoder has hidden/2 per direction")
+        self.attention, self.hidden, self.layers = attention, hidden, layers
+        drop = dropout if layers > 1 else 0.0
+        self.embed = nn.Embedding(n_vocab + 1, hidden, padding_idx=n_vocab)   # shared
+        self.enc = nn.LSTM(hidden, hidden // 2, layers, batch_first=True, bidirectional=True,
+                           dropout=drop)
+        self.dec = nn.LSTM(hidden, hidden, layers, batch_first=True, dropout=drop)
+        self.drop = nn.Dropout(dropout)
+        self.Wa = nn.Linear(hidden, hidden, bias=False)       # Eq. (1): s^T W h
+        self.N1 = nn.Linear(2 * hidden, out_hidden)           # N of Eq. (2): [c, s] -> ReLU
+        self.N2 = nn.Linear(out_hidden, n_vocab)
+        if attention == "frozen":
+            _freeze_all_but(self, ("Wa",))
+
+    def encode(self, x, lengths, emb=None):
+        """h (B, L, H) and the decoder's initial state from the encoder's last states."""
+        emb = self.drop(self.embed(x) if emb is None else emb)
+        h, (hn, cn) = _encode(self.enc, emb, lengths)
+        B = x.shape[0]
+
+        def join(s):                                          # (2 layers, B, H/2) -> (layers, B, H)
+            s = s.view(self.layers, 2, B, self.hidden // 2)
+            return torch.cat([s[:, 0], s[:, 1]], dim=-1).contiguous()
+        return h, (join(hn), join(cn))
+
+    def decode(self, y_in, h, state, mask):
+        """Teacher-forced decoder: s (B, T, H), alpha (B, T, L), state."""
+        s, state = self.dec(self.drop(self.embed(y_in)), state)           # (B, T, H)
+        a = torch.einsum("btk,blk->btl", s, self.Wa(h))                   # (B, T, L), Eq. (1)
+        alpha = masked_attention(a, mask[:, None, :].expand_as(a), self.attention)
+        return s, alpha, state
+
+    def output_logp(self, c, s):
+        """log N([c, s]) over the vocabulary, Eq. (2): (..., V)."""
+        return torch.log_softmax(self.N2(torch.relu(self.N1(torch.cat([c, s], -1)))), -1)
+
+    def forward(self, x, lengths, y_in, emb=None):
+        """Returns ``logp`` (B, T, V), ``alpha`` (B, T, L), ``h`` (B, L, H), ``s`` (B, T, H)."""
+        mask = torch.arange(x.shape[1], device=x.device)[None, :] < lengths[:, None]  # (B, L)
+        h, state = self.encode(x, lengths, emb)
+        s, alpha, _ = self.decode(y_in, h, state, mask)
+        c = torch.einsum("btl,blk->btk", alpha, h)                        # (B, T, H), Eq. (2)
+        return {"logp": self.output_logp(self.drop(c), self.drop(s)), "alpha": alpha,
+                "h": h, "s": s, "mask": mask}
+
+    def probe(self, out, y):
+        """Eq. (4): beta_{t,l} = N([h_l, s_t])_{y_t}, shape (B, T, L); y (B, T) targets."""
+        H = self.hidden
+        Wc, Ws = self.N1.weight[:, :H], self.N1.weight[:, H:]            # split [c, s] -> hidden
+        hid = torch.relu((out["h"] @ Wc.T)[:, None, :, :]                  # (B, 1, L, K)
+                         + (out["s"] @ Ws.T + self.N1.bias)[:, :, None, :])  # (B, T, L, K)
+        logp = torch.log_softmax(self.N2(hid), -1)                        # (B, T, L, V)
+        idx = y[:, :, None, None].expand(-1, -1, logp.shape[2], 1)
+        return logp.gather(-1, idx).squeeze(-1).exp()                     # (B, T, L)
+
+    @torch.no_grad()
+    def greedy(self, x, lengths, bos, eos, max_len):
+        """Greedy decoding: list of id lists (without </s>), one per input."""
+        mask = torch.arange(x.shape[1], device=x.device)[None, :] < lengths[:, None]
+        h, state = self.encode(x, lengths)
+        tok = torch.full((x.shape[0], 1), bos, dtype=torch.long, device=x.device)
+        out, done = [], torch.zeros(x.shape[0], dtype=torch.bool, device=x.device)
+        for _ in range(max_len):
+            s, alpha, state = self.decode(tok, h, state, mask)
+            c = torch.einsum("btl,blk->btk", alpha, h)
+            tok = self.output_logp(c, s).argmax(-1)                       # (B, 1)
+            out.append(tok[:, 0])
+            done |= tok[:, 0] == eos
+            if bool(done.all()):
+                break
+        seqs = torch.stack(out, 1).tolist()
+        return [s[:s.index(eos)] if eos in s else s for s in seqs]

@@ -1,0 +1,57 @@
+"""``attn-dyn agreement``: one row of Table 2 of Snell et al. (2021) from real data."""
+
+import os
+
+import click
+
+from .seq_options import CTX, ProgressBars, data_and_model_options, infer_task
+
+
+@click.command(context_settings=CTX)
+@data_and_model_options
+@click.option("--proxy-d", type=int, default=256, show_default=True,
+              help="Embedding width of the proxy model, Eq. (5) (A.10: 256).")
+@click.option("--proxy-epochs", type=int, default=5, show_default=True)
+@click.option("--frozen/--no-frozen", default=True, show_default=True,
+              help="classify: also the frozen-beta model of A.6 (Table 10).")
+@click.option("--logistic/--no-logistic", default=True, show_default=True,
+              help="classify: also the logistic proxy beta^log of A.10 (Table 11).")
+@click.option("--kendall/--no-kendall", default=True, show_default=True,
+              help="Also the table with Kendall's tau instead of A (Table 3).")
+def agreement(task, dataset, data_dir, out, steps, hidden, emb, out_hidden, batch_size, lr,
+              eval_every, max_train, max_val, vocab_size, seed, train_eval, bleu, embeddings,
+              device, progress, proxy_d, proxy_epochs, frozen, logistic, kendall):
+    """Train the models one row of Table 2 needs and write the agreement table.
+
+    Trains (or reuses from --out) the standard model, a second seed, the
+    uniform-attention model and, for classification, the frozen model; fits the
+    proxy (Eqs. 5-6) and the logistic proxy (Eq. 55) on the same token ids; then
+    writes agreement.json (A_alpha_beta_uf, A_beta_uf_beta_px, A_delta_beta_uf,
+    A_alpha_beta, A_hat, xi_alpha_beta_uf, xi_alpha_beta, xi_star and extras),
+    table.md and table.csv (the paper's row beside ours) and agreement_curves.png.
+
+    \b
+    Examples:
+      attn-dyn agreement --dataset sst2 --data-dir data/sst2 --out runs/sst2
+      attn-dyn agreement --dataset multi30k --data-dir data/multi30k --out runs/m30k \\
+          --steps 2000 --hidden 128 --max-train 5000 --device cuda
+    """
+    from minimal_attn.backends.torch_agreement import AgreementConfig, run_agreement
+
+    config = AgreementConfig(task=infer_task(task, dataset), dataset=dataset, data_dir=data_dir,
+                             steps=steps, hidden=hidden, emb=emb, out_hidden=out_hidden,
+                             batch_size=batch_size, lr=lr, eval_every=eval_every,
+                             max_train=max_train, max_val=max_val, vocab_size=vocab_size,
+                             seed=seed, proxy_d=proxy_d, proxy_epochs=proxy_epochs,
+                             frozen=frozen, logistic=logistic, kendall=kendall,
+                             train_eval=train_eval, bleu=bleu, embeddings=embeddings,
+                             device=device)
+    bars = ProgressBars(progress)
+    try:
+        run_agreement(config, out, callback=bars)
+    finally:
+        bars.close()
+    with open(os.path.join(out, "table.md"), encoding="utf-8") as f:
+        click.echo(f.read(), nl=False)
+    click.echo(f"Wrote {os.path.join(out, 'agreement.json')}, table.md, table.csv, "
+               "agreement_curves.png")

@@ -1,0 +1,89 @@
+"""Options shared by ``attn-dyn agreement`` and ``attn-dyn train-seq`` (Snell et al. 2021)."""
+
+import sys
+
+import click
+
+from minimal_attn.seq_data import DATASETS
+
+CTX = {"help_option_names": ["-h", "--help"]}
+
+
+def data_and_model_options(f):
+    """Data set, sizes and optimiser options, in the order ``--help`` shows them."""
+    options = [
+        click.option("--task", type=click.Choice(["classify", "translate"]), default=None,
+                     help="classify (Sec. 2.4) or translate (Sec. 2.1); default: the "
+                          "data set's task."),
+        click.option("--dataset", type=click.Choice(sorted(DATASETS)), required=True,
+                     help="sst2, hatexplain, tsv (train.tsv + dev.tsv rows text<TAB>0|1) "
+                          "classify; multi30k (en->de), parallel (train.src/.tgt, "
+                          "val.src/.tgt) translate."),
+        click.option("--data-dir", required=True, metavar="DIR", help="Folder of the data set."),
+        click.option("--out", required=True, metavar="DIR",
+                     help="Output folder; a run already in it is continued or reused."),
+        click.option("--steps", type=int, default=None,
+                     help="Adam steps per model [paper: 4000 classify; 20000 translate]."),
+        click.option("--hidden", type=int, default=256, show_default=True,
+                     help="LSTM width (A.8)."),
+        click.option("--emb", type=int, default=None,
+                     help="Embedding width [classify: 300; translate: --hidden]."),
+        click.option("--out-hidden", type=int, default=256, show_default=True,
+                     help="translate: width of N's hidden layer."),
+        click.option("--batch-size", type=int, default=None,
+                     help="[paper: 32 classify, 16 translate]."),
+        click.option("--lr", type=float, default=1e-3, show_default=True, help="Adam step size."),
+        click.option("--eval-every", type=int, default=None,
+                     help="Evaluate every N steps after the paper's first points "
+                          "[250 classify, 2000 translate]."),
+        click.option("--max-train", type=int, default=None, help="Use the first N training "
+                     "examples."),
+        click.option("--max-val", type=int, default=None, help="Use the first N validation "
+                     "examples."),
+        click.option("--vocab-size", type=int, default=8000, show_default=True,
+                     help="translate: SentencePiece pieces shared by both sides (A.8)."),
+        click.option("--seed", type=int, default=0, show_default=True),
+        click.option("--train-eval", type=int, default=0, show_default=True,
+                     help="Also evaluate on the first N training examples (Table 7)."),
+        click.option("--bleu/--no-bleu", default=True, show_default=True,
+                     help="translate: greedy-decoding BLEU (sacrebleu) at every evaluation."),
+        click.option("--embeddings", default=None, metavar="FILE",
+                     help="classify: GloVe-format text vectors (width --emb) for known words."),
+        click.option("--device", default=None,
+                     help="cpu or cuda [cuda when available, else cpu]."),
+        click.option("--progress/--no-progress", default=True, show_default=True,
+                     help="Progress bar per model on stderr."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def infer_task(task, dataset):
+    return DATASETS[dataset] if task is None else task
+
+
+class ProgressBars:
+    """Turns the library's ``(model, event, info)`` callbacks into one click bar per model."""
+
+    def __init__(self, enabled):
+        self.enabled, self.bar = enabled, None
+
+    def __call__(self, model, event, info):
+        if not self.enabled:
+            return
+        if event == "start":
+            self.close()
+            self.bar = click.progressbar(length=max(int(info["total"]), 1), file=sys.stderr,
+                                         label=f"{model:<9}", show_pos=True)
+            self.bar.__enter__()
+            self.bar.update(int(info["done"]))
+        elif event == "step" and self.bar is not None:
+            self.bar.update(1)
+        elif event == "eval" and self.bar is not None:
+            self.bar.label = f"{model:<9} step {info['step']} perf {info['val_perf']:.3f}"
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None

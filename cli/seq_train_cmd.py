@@ -1,0 +1,48 @@
+"""``attn-dyn train-seq``: train one LSTM attention model of Snell et al. (2021), resumable."""
+
+import os
+
+import click
+
+from .seq_options import CTX, ProgressBars, data_and_model_options, infer_task
+
+
+@click.command(context_settings=CTX)
+@data_and_model_options
+@click.option("--attention", type=click.Choice(["learned", "uniform", "frozen"]),
+              default="learned", show_default=True,
+              help="learned (standard), uniform over real tokens (A.7) or frozen: only the "
+                   "attention layer trains (A.6).")
+def train_seq(task, dataset, data_dir, out, steps, hidden, emb, out_hidden, batch_size, lr,
+              eval_every, max_train, max_val, vocab_size, seed, train_eval, bleu, embeddings,
+              device, progress, attention):
+    """Train one translation or classification model with attention.
+
+    Evaluates at the paper's steps and writes, in --out: history.json
+    (validation accuracy / token accuracy / BLEU per step), eval_<step>.npz
+    (alpha, probe beta, saliency delta per validation example), config.json and
+    checkpoint.pt; running again with the same --out continues the run.
+
+    \b
+    Example:
+      attn-dyn train-seq --dataset sst2 --data-dir data/sst2 --attention uniform \\
+          --out runs/sst2_uniform --steps 1000 --hidden 64
+    """
+    from minimal_attn.backends.torch_agreement import AgreementConfig, train_one
+
+    config = AgreementConfig(task=infer_task(task, dataset), dataset=dataset, data_dir=data_dir,
+                             steps=steps, hidden=hidden, emb=emb, out_hidden=out_hidden,
+                             batch_size=batch_size, lr=lr, eval_every=eval_every,
+                             max_train=max_train, max_val=max_val, vocab_size=vocab_size,
+                             seed=seed, train_eval=train_eval, bleu=bleu, embeddings=embeddings,
+                             device=device)
+    bars = ProgressBars(progress)
+    try:
+        result = train_one(config, attention, out, callback=lambda e, i: bars(attention, e, i))
+    finally:
+        bars.close()
+    click.echo("step\tval_perf\tval_bleu")
+    for h in result["history"]:
+        bleu_text = "" if h["val_bleu"] is None else f"{h['val_bleu']:.4f}"
+        click.echo(f"{h['step']}\t{h['val_perf']:.4f}\t{bleu_text}")
+    click.echo(f"Wrote {os.path.join(out, 'history.json')} and eval_<step>.npz")

@@ -1,0 +1,96 @@
+r"""Bag-of-words logistic regression proxy, Snell et al. (2021) Appendix A.10, Eqs. (55)-(56).
+
+.. math:: p_t = \sigma(\beta^{log} x), \qquad x_i = n_i(x) / L \quad (55)
+
+with :math:`\beta^{log} \in R^{|O| \times |I|}` (no bias, as in Eq. (55)) and
+:math:`\sigma` the softmax. Equivalently (Eq. (56)) the logits are the mean of
+the columns :math:`\beta^{log}_{x_l}`, so the proxy of Eq. (5) with
+:math:`W e_i` replaced by a free column. The paper fits it with an
+:math:`\ell_2` penalty chosen by a sweep over ten orders of magnitude (best
+validation accuracy); :func:`fit_logistic_sweep` does the same. Its probe,
+by analogy with Eq. (6), is
+
+.. math:: \beta^{log}_{t,l} = \sigma(\beta^{log}_{x_l})_{y_t}.
+
+Objective (mean over examples): :math:`\frac1N \sum_n -\log p_n[y_n] +
+\frac{\lambda}{2}\|\beta^{log}\|^2`; gradient
+:math:`\frac1N (P - Y)^T X + \lambda \beta^{log}`, written beside the loss.
+"""
+
+import numpy as np
+from scipy import optimize, sparse
+
+from .errors import InputError
+
+LAMBDAS = tuple(10.0 ** k for k in range(-7, 3))   # ten orders of magnitude
+
+
+def _log_softmax(z):
+    z = z - z.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+def features(src, n_vocab):
+    """X of Eq. (55): (N, |I|) sparse, row n the word counts of example n divided by L_n."""
+    lengths = np.array([len(s) for s in src])
+    if np.any(lengths == 0):
+        raise InputError("every example needs at least one input word")
+    rows = np.repeat(np.arange(len(src)), lengths)
+    cols = np.concatenate([np.asarray(s, dtype=np.int64) for s in src])
+    X = sparse.csr_matrix((1.0 / lengths[rows], (rows, cols)), shape=(len(src), n_vocab))
+    X.sum_duplicates()
+    return X
+
+
+def loss_and_grad(B, X, y, lam):
+    """Penalised mean NLL of Eq. (55) and its gradient, B (|O|, |I|), y (N,) class ids."""
+    logp = _log_softmax(np.asarray(X @ B.T))                        # (N, |O|)
+    N = X.shape[0]
+    loss = -logp[np.arange(N), y].mean() + 0.5 * lam * np.sum(B * B)
+    dz = np.exp(logp)                                                # (N, |O|): P - Y
+    dz[np.arange(N), y] -= 1.0
+    return loss, np.asarray((X.T @ dz).T) / N + lam * B             # (|O|, |I|)
+
+
+def fit_logistic(src, y, n_vocab, n_out, lam, max_iter=500):
+    """Minimise the penalised loss with L-BFGS from zero; returns B (|O|, |I|)."""
+    X, y = features(src, n_vocab), np.asarray(y, dtype=np.int64)
+
+    def f(b):
+        loss, g = loss_and_grad(b.reshape(n_out, n_vocab), X, y, lam)
+        return loss, g.ravel()
+    res = optimize.minimize(f, np.zeros(n_out * n_vocab), jac=True, method="L-BFGS-B",
+                            options={"maxiter": max_iter})
+    return res.x.reshape(n_out, n_vocab)
+
+
+def accuracy(B, src, y):
+    X = features(src, B.shape[1])
+    return float(np.mean(np.asarray(X @ B.T).argmax(1) == np.asarray(y)))
+
+
+def fit_logistic_sweep(train_src, train_y, val_src, val_y, n_vocab, n_out=2, lambdas=LAMBDAS):
+    """Fit for every penalty in ``lambdas`` and keep the best validation accuracy (A.10).
+
+    Returns
+    -------
+    B : array (|O|, |I|); info : dict with ``lambda`` and ``val_accuracy`` per lambda
+    """
+    best, scores = None, []
+    for lam in lambdas:
+        B = fit_logistic(train_src, train_y, n_vocab, n_out, lam)
+        acc = accuracy(B, val_src, val_y)
+        scores.append(acc)
+        if best is None or acc > best[0]:
+            best = (acc, lam, B)
+    return best[2], {"lambda": best[1], "val_accuracy": best[0],
+                     "sweep": dict(zip(map(float, lambdas), scores))}
+
+
+def beta_log(B, x, y):
+    r"""Probe :math:`\beta^{log}_{t,l} = \sigma(\beta^{log}_{x_l})_{y_t}`, shape (T, L).
+
+    x : int array (L,) input ids; y : int array (T,) output ids.
+    """
+    logp = _log_softmax(B[:, np.asarray(x)].T)                       # (L, |O|)
+    return np.exp(logp[:, np.asarray(y)]).T                          # (T, L)

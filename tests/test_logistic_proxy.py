@@ -1,0 +1,42 @@
+"""The logistic-regression proxy of Snell et al. (2021), Appendix A.10, Eqs. (55)-(56)."""
+
+import numpy as np
+import pytest
+
+from minimal_attn import logistic_proxy as lp
+from minimal_attn.errors import InputError
+
+
+def test_features_are_counts_over_length():
+    X = lp.features([np.array([0, 2, 2]), np.array([1])], 3).toarray()
+    assert np.allclose(X, [[1 / 3, 0, 2 / 3], [0, 1, 0]])
+    with pytest.raises(InputError):
+        lp.features([np.array([], dtype=int)], 3)
+
+
+def test_gradient_equals_finite_differences():
+    rng = np.random.default_rng(1)
+    src = [rng.integers(0, 6, rng.integers(1, 5)) for _ in range(9)]
+    y = rng.integers(0, 3, 9)
+    X, B, V = lp.features(src, 6), rng.normal(size=(3, 6)), rng.normal(size=(3, 6))
+    _, g = lp.loss_and_grad(B, X, y, 0.3)
+    eps = 1e-6
+    fd = (lp.loss_and_grad(B + eps * V, X, y, 0.3)[0]
+          - lp.loss_and_grad(B - eps * V, X, y, 0.3)[0]) / (2 * eps)
+    assert np.sum(g * V) == pytest.approx(fd, rel=1e-7)
+
+
+def test_sweep_finds_the_keywords_and_the_probe_follows_eq56():
+    """Word 1 means positive, word 2 negative, words 3-5 are noise: beta^log picks them out."""
+    rng = np.random.default_rng(0)
+    src, y = [], []
+    for _ in range(200):
+        label = int(rng.integers(0, 2))
+        src.append(np.concatenate([[1 if label else 2], rng.integers(3, 6, 3)]))
+        y.append(label)
+    B, info = lp.fit_logistic_sweep(src[:150], y[:150], src[150:], y[150:], n_vocab=6)
+    assert info["val_accuracy"] == 1.0 and info["lambda"] in lp.LAMBDAS
+    beta = lp.beta_log(B, np.array([3, 1, 4]), np.array([1]))           # (T=1, L=3)
+    assert beta.shape == (1, 3) and int(np.argmax(beta[0])) == 1
+    z = B[:, [3, 1, 4]].T                                                # Eq. (56) columns
+    assert np.allclose(beta[0], np.exp(z[:, 1]) / np.exp(z).sum(1))

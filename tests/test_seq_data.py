@@ -1,0 +1,64 @@
+"""Token ids for the neural experiments (Snell et al. 2021, A.8): vocabularies and bad input."""
+
+import json
+
+import numpy as np
+import pytest
+
+from minimal_attn.errors import InputError
+from minimal_attn.seq_data import load_text_task
+
+
+def _write(path, text, encoding="utf-8"):
+    path.write_bytes(text.encode(encoding))
+    return path
+
+
+def test_tsv_classification_min_count_three(tmp_path):
+    rows = ["text\tlabel"] + ["good movie\t1"] * 3 + ["bad movie\t0"] * 2 + ["rare\t0"]
+    _write(tmp_path / "train.tsv", "\n".join(rows) + "\n")
+    _write(tmp_path / "dev.tsv", "good bad rare\t1\n")
+    t = load_text_task("classify", "tsv", tmp_path)
+    assert t.itos[0] == "<unk>" and set(t.itos) == {"<unk>", "good", "movie"}  # bad: 2 times
+    assert t.val_src[0].tolist() == [t.itos.index("good"), 0, 0]
+    assert [int(v[0]) for v in t.train_tgt] == [1, 1, 1, 0, 0, 0]
+    assert t.pad_id == len(t.itos) and t.n_out == 2
+
+
+@pytest.mark.parametrize("content,encoding", [("a b\t2\n", "utf-8"), ("a\n", "utf-8"),
+                                              ("caf\u00e9\t1\n", "latin-1"), ("\n", "utf-8")])
+def test_bad_tsv_is_an_input_error(tmp_path, content, encoding):
+    _write(tmp_path / "train.tsv", content, encoding)
+    _write(tmp_path / "dev.tsv", "a\t1\n")
+    with pytest.raises(InputError):
+        load_text_task("classify", "tsv", tmp_path)
+
+
+def test_hatexplain_jsonl_binary(tmp_path):
+    rows = [{"tokens": ["You", "idiot"], "label": "toxic", "orig_split": "train"},
+            {"tokens": ["hello"], "label": "non-toxic", "orig_split": "val"}]
+    _write(tmp_path / "hatexplain_binary.jsonl", "\n".join(map(json.dumps, rows)))
+    t = load_text_task("classify", "hatexplain", tmp_path)
+    assert [int(v[0]) for v in t.train_tgt] == [1] and [int(v[0]) for v in t.val_tgt] == [0]
+
+
+def test_parallel_word_level_and_sentencepiece(tmp_path):
+    for split in ("train", "val"):
+        _write(tmp_path / f"{split}.src", "a b c\nb c\n" * 20)
+        _write(tmp_path / f"{split}.tgt", "x y\ny z w\n" * 20)
+    w = load_text_task("translate", "parallel", tmp_path, tokenizer="word")
+    assert w.itos[:3] == ["<unk>", "<s>", "</s>"]
+    assert all(t[-1] == 2 for t in w.train_tgt)                        # targets end with </s>
+    assert w.decode(w.val_tgt[0][:-1]) == "x y"
+    s = load_text_task("translate", "parallel", tmp_path, vocab_size=30)
+    assert s.info["tokenizer"] == "sentencepiece" and s.val_references()[0] == "x y"
+    assert np.all(np.concatenate(s.train_src) < s.n_vocab)
+
+
+def test_mismatched_parallel_and_wrong_task(tmp_path):
+    _write(tmp_path / "train.src", "a\nb\n")
+    _write(tmp_path / "train.tgt", "a\n")
+    with pytest.raises(InputError, match="line-aligned"):
+        load_text_task("translate", "parallel", tmp_path)
+    with pytest.raises(InputError, match="--task translate"):
+        load_text_task("classify", "multi30k", tmp_path)
