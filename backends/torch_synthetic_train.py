@@ -133,7 +133,8 @@ def evaluate(params, runs, config, chunk=50):
 
 
 def _comparable(runs, config):
-    cfg = {k: v for k, v in asdict(config).items() if k != "device"}
+    """What a checkpoint must share with the run resuming it (``steps`` may grow)."""
+    cfg = {k: v for k, v in asdict(config).items() if k not in ("device", "steps")}
     return {"config": cfg, "runs": [asdict(r) for r in runs]}
 
 
@@ -151,14 +152,16 @@ def _record(curves, step, scores):
         curves.setdefault(k, []).append(v)
 
 
-def train_runs(runs, config, checkpoint=None, callback=None):
+def train_runs(runs, config, checkpoint=None, callback=None, resume=True):
     """Train ``runs`` as one seed-batched model; return per-run curves.
 
     Parameters
     ----------
     runs : list of Run        (all seq2seq, or all keyword)
     config : SyntheticConfig
-    checkpoint : path or None (resume from it when it exists and matches)
+    checkpoint : path or None; written after every evaluation
+    resume : continue from ``checkpoint`` when it exists (a mismatched one raises
+        InputError); False starts afresh and overwrites it
     callback : optional ``callback(step, total_steps, mean_loss)`` after every step
         (``mean_loss`` is a float at evaluation steps, else None: reading it syncs a GPU)
 
@@ -173,7 +176,7 @@ def train_runs(runs, config, checkpoint=None, callback=None):
     keyword, device = _is_keyword(runs), params["enc_Wx"].device
     meta = _comparable(runs, config)
     curves, start = {"step": []}, 0
-    if checkpoint is not None and os.path.exists(checkpoint):
+    if resume and checkpoint is not None and os.path.exists(checkpoint):
         state = torch.load(checkpoint, map_location="cpu", weights_only=True)
         if state.get("format") != CHECKPOINT_FORMAT or state["meta"] != meta:
             raise InputError(f"checkpoint {checkpoint} was written with different settings; "

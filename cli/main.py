@@ -21,6 +21,7 @@ COMMANDS = {
     "train": "train_cmd:train",
     "ibm1": "text_cmd:ibm1",
     "proxy": "text_cmd:proxy",
+    "synthetic": "synthetic_cmd:synthetic",
 }
 
 
