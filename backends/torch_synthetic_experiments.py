@@ -35,7 +35,7 @@ import numpy as np
 
 from minimal_attn import synthetic_plots as plots
 from minimal_attn import synthetic_tasks as tasks
-from minimal_attn.errors import InputError, check_int_at_least
+from minimal_attn.errors import InputError
 from minimal_attn.io import ensure_dir, write_json
 
 from .torch_synthetic_train import CONVERGED, FAILED, Run, per_run_curves, train_runs
@@ -57,6 +57,11 @@ TITLES = {
     "permute": "permutation function vs copy (Snell Sec. 6.2)",
 }
 INDEPENDENT_HEAD_OFFSET = 100_000     # unscreened heads never reuse a pool candidate
+
+
+def _check_count(name, value):
+    if int(value) != value or value < 1:
+        raise InputError(f"{name} must be an integer >= 1, got {value}", param=name)
 
 
 def fractions(seed_objects):
@@ -163,17 +168,14 @@ def run_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_dir
     """
     if task not in TASKS:
         raise InputError(f"unknown task {task!r}: use one of {', '.join(TASKS)}", param="task")
-    check_int_at_least("seeds", seeds, 1)
-    check_int_at_least("steps", config.steps, 1)
-    check_int_at_least("hidden", config.hidden, 1)
-    check_int_at_least("eval_every", config.eval_every, 1)
+    for name, value in (("seeds", seeds), ("steps", config.steps), ("hidden", config.hidden),
+                        ("eval_every", config.eval_every), ("heads", heads), ("pool", pool)):
+        _check_count(name, value)
     phase_cb = (lambda phase: (lambda *a: callback(phase, *a))) if callback else (lambda p: None)
     extra = {}
     if task == "keyword":
         config = replace(config, uniform=True)
     if task == "multihead":
-        check_int_at_least("heads", heads, 1)
-        check_int_at_least("pool", pool, 1)
         screened = screen_heads(first_seed, pool, config, out_dir, phase_cb("screening heads"),
                                 resume)
         runs, skipped = multihead_runs(seeds, first_seed, heads, screened)

@@ -210,7 +210,8 @@ def train_runs(runs, config, checkpoint=None, callback=None, resume=True):
                 callback(done, config.steps, value)
         elif callback is not None:
             callback(done, config.steps, None)
-    return dict(curves, resumed_from=resumed_from, params=params)
+    return dict(curves, resumed_from=resumed_from,
+                params={k: v.detach() for k, v in params.items()})
 
 
 def per_run_curves(curves, runs):

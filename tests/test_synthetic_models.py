@@ -112,3 +112,23 @@ def test_loss_finite_at_large_logits():
     src = torch.ones(1, 2, 5, dtype=torch.long)
     loss, acc = tsm.seq2seq_loss(params, src, src)
     assert torch.isfinite(loss).all()
+
+
+def test_multihead_scenarios_draw_from_the_right_pool():
+    """Sec. 5.2: all-bad holds K distinct bad heads, one-good exactly one good head."""
+    from minimal_attn.backends.torch_synthetic_experiments import multihead_runs
+
+    screened = {"good": [3, 7], "bad": [0, 1, 2, 4, 5, 6, 8, 9, 10]}
+    runs, skipped = multihead_runs(seeds=5, first_seed=2, heads=8, screened=screened)
+    assert not skipped
+    by = {}
+    for r in runs:
+        by.setdefault(r.label, []).append(r)
+        assert r.init_seed == 2 and r.data_seed == 2 and len(set(r.head_seeds)) == 8
+    assert {len(v) for v in by.values()} == {5}
+    assert all(set(r.head_seeds) <= set(screened["bad"]) for r in by["all-bad"])
+    assert all(len(set(r.head_seeds) & set(screened["good"])) == 1 for r in by["one-good"])
+    pool = set(screened["good"] + screened["bad"])
+    assert all(not (set(r.head_seeds) & pool) for r in by["independent"])
+    _, skipped = multihead_runs(2, 0, 8, {"good": [], "bad": [0, 1, 2]})
+    assert set(skipped) == {"all-bad", "one-good"}
