@@ -222,6 +222,8 @@ def per_run_curves(curves, runs):
         obj = {"seed": run.seed, "condition": run.label or run.condition,
                "step": list(curves["step"]), "accuracy": acc,
                "final_accuracy": acc[-1], "converged": acc[-1] > CONVERGED,
+               "converged_step": next((st for st, a in zip(curves["step"], acc)
+                                       if a > CONVERGED), None),
                "failed": acc[-1] < FAILED}
         for key in curves:
             if key.startswith("gamma_"):
