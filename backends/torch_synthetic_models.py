@@ -1,4 +1,4 @@
-r"""Seed-batched LSTM attention models, Snell Eqs. (1)-(3), (8), (20)-(21), written over a seed axis.
+r"""Seed-batched LSTM attention models, Snell Eqs. (1)-(3), (8), (20)-(21), over a seed axis.
 
 Every parameter carries a leading seed axis ``S``: ``params[name][r]`` belongs
 to run ``r`` alone. The LSTM cell is written with batched matrix products

@@ -11,8 +11,10 @@ from minimal_attn.errors import InputError
 
 TASK_NAMES = ("copy", "copy-control", "copy-mixture", "multihead", "keyword", "permute")
 #: CPU defaults (minutes on one core) and the paper's sizes (App. A.8: LSTM width 256).
-CPU_SIZE = {"seeds": 4, "steps": 600, "hidden": 32, "embed": None, "batch_size": 32}
-PAPER_SIZE = {"seeds": 20, "steps": 3000, "hidden": 256, "embed": 256, "batch_size": 32}
+CPU_SIZE = {"seeds": 4, "steps": 1000, "hidden": 32, "embed": None, "batch_size": 32,
+            "lr": 3e-3}
+PAPER_SIZE = {"seeds": 20, "steps": 3000, "hidden": 256, "embed": 256, "batch_size": 32,
+              "lr": 1e-3}
 
 
 def _progress_callback(enabled):
@@ -30,7 +32,8 @@ def _progress_callback(enabled):
         if phase != state["phase"]:
             close()
             state.update(phase=phase, done=step - 1,
-                         bar=click.progressbar(length=total, label=phase, file=click.get_text_stream("stderr"),
+                         bar=click.progressbar(length=total, label=phase,
+                                               file=click.get_text_stream("stderr"),
                                                item_show_func=lambda t: t, show_pos=True))
             state["bar"].__enter__()
         text = None if loss is None else f"loss {loss:.3f}"
@@ -50,7 +53,8 @@ def _progress_callback(enabled):
               help=f"LSTM width H [CPU {CPU_SIZE['hidden']}, paper 256].")
 @click.option("--embed", type=int, default=None, help="Embedding size [= --hidden].")
 @click.option("--batch-size", type=int, default=None, help="Sequences per step and seed [32].")
-@click.option("--lr", type=float, default=1e-3, show_default=True, help="Adam learning rate.")
+@click.option("--lr", type=float, default=None,
+              help="Adam learning rate [CPU 3e-3, paper size 1e-3].")
 @click.option("--eval-every", type=int, default=None,
               help="Steps between test evaluations and checkpoints [steps/20].")
 @click.option("--n-test", type=int, default=200, show_default=True,
@@ -60,7 +64,8 @@ def _progress_callback(enabled):
               help="multihead: candidate heads screened for good/bad.")
 @click.option("--first-seed", type=int, default=0, show_default=True)
 @click.option("--paper-size", is_flag=True,
-              help="Paper sizes (H = E = 256, 20 seeds, 3000 steps) unless given explicitly.")
+              help="Paper sizes (H = E = 256, 20 seeds, 3000 steps, lr 1e-3) unless "
+                   "given explicitly.")
 @click.option("--out", type=click.Path(file_okay=False), required=True,
               help="Folder for results.json, figures and checkpoints/.")
 @click.option("--resume", is_flag=True, help="Continue from the checkpoints in --out.")
@@ -89,7 +94,7 @@ def synthetic(task, seeds, steps, hidden, embed, batch_size, lr, eval_every, n_t
 
     size = dict(PAPER_SIZE if paper_size else CPU_SIZE)
     given = {"seeds": seeds, "steps": steps, "hidden": hidden, "embed": embed,
-             "batch_size": batch_size}
+             "batch_size": batch_size, "lr": lr}
     size.update({k: v for k, v in given.items() if v is not None})
     for name in ("seeds", "steps", "hidden", "batch_size", "n_test"):
         value = size.get(name, n_test if name == "n_test" else None)
@@ -97,14 +102,14 @@ def synthetic(task, seeds, steps, hidden, embed, batch_size, lr, eval_every, n_t
             raise InputError(f"--{name.replace('_', '-')} must be an integer >= 1, got {value}")
     if size["embed"] is not None and size["embed"] < 1:
         raise InputError(f"--embed must be an integer >= 1, got {size['embed']}")
-    if not lr > 0:
-        raise InputError(f"--lr must be a number > 0, got {lr}")
+    if not size["lr"] > 0:
+        raise InputError(f"--lr must be a number > 0, got {size['lr']}")
     if eval_every is None:
         eval_every = max(1, size["steps"] // 20)
     if device == "cpu":
         torch.set_num_threads(1)    # small batched matmuls gain nothing from threads
     config = SyntheticConfig(steps=size["steps"], hidden=size["hidden"], embed=size["embed"],
-                             batch_size=size["batch_size"], lr=lr, eval_every=eval_every,
+                             batch_size=size["batch_size"], lr=size["lr"], eval_every=eval_every,
                              n_test=n_test, device=device)
     bar = _progress_callback(progress)
     try:

@@ -45,7 +45,7 @@ from minimal_attn.backends.torch_synthetic_train import SyntheticConfig
 
 torch.set_num_threads(1)
 SEEDS = int(os.environ.get("SYNTH_SEEDS", 4))
-STEPS = int(os.environ.get("SYNTH_STEPS", 600))
+STEPS = int(os.environ.get("SYNTH_STEPS", 1000))
 HIDDEN = int(os.environ.get("SYNTH_HIDDEN", 32))
 POOL = int(os.environ.get("SYNTH_POOL", 24))
 OUT = os.environ.get("SYNTH_OUT", "synthetic_out")
@@ -86,31 +86,6 @@ print("claim 1 (permutations fail on some seeds or converge later):",
       np.median([s["converged_step"] for s in ctrl["seeds"]]))
 
 # %% [markdown]
-# ## Mixture of permutations (Fig. 3 right, App. A.3, Fig. 8)
-
-# %%
-describe(run("copy-mixture"))
-
-# %% [markdown]
-# ## 2. Multi-head rescue (Sec. 5.2, Fig. 6)
-#
-# Heads are screened by training single-head models that differ only in
-# $W^{(k)}$ (rejection sampling, cached in `multihead/head_pool.json`).
-
-# %%
-mh = run("multihead", heads=8, pool=POOL)
-print("head pool: good", len(mh["head_pool"]["good"]), "bad", len(mh["head_pool"]["bad"]))
-describe(mh)
-for name, why in mh["skipped"].items():
-    print(f"  {name}: skipped ({why})")
-if not mh["skipped"]:
-    c = mh["conditions"]
-    print("claim 2 (all-bad fails more than one-good):",
-          c["all-bad"]["failed_fraction"] > c["one-good"]["failed_fraction"])
-print("claim 2 (independent heads converge on nearly every seed):",
-      mh["conditions"]["independent"]["converged_fraction"] >= 0.9)
-
-# %% [markdown]
 # ## 3. Beta stays local, then does not (Sec. 6.1, Fig. 7)
 #
 # $\gamma_l = (2y-1) W^\top h_l$ on positive sequences, the log-odds of
@@ -141,4 +116,30 @@ pf = run("permute")
 describe(pf)
 c = pf["conditions"]
 print("claim 4 (permutation function fails where copy succeeds):",
-      c["copy"]["converged_fraction"] == 1.0 and c["permutation-function"]["failed_fraction"] == 1.0)
+      c["copy"]["converged_fraction"] == 1.0
+      and c["permutation-function"]["failed_fraction"] == 1.0)
+# %% [markdown]
+# ## Mixture of permutations (Fig. 3 right, App. A.3, Fig. 8)
+
+# %%
+describe(run("copy-mixture"))
+
+# %% [markdown]
+# ## 2. Multi-head rescue (Sec. 5.2, Fig. 6)
+#
+# Heads are screened by training single-head models that differ only in
+# $W^{(k)}$ (rejection sampling, cached in `multihead/head_pool.json`).
+
+# %%
+mh = run("multihead", heads=8, pool=POOL)
+print("head pool: good", len(mh["head_pool"]["good"]), "bad", len(mh["head_pool"]["bad"]))
+describe(mh)
+for name, why in mh["skipped"].items():
+    print(f"  {name}: skipped ({why})")
+if not mh["skipped"]:
+    c = mh["conditions"]
+    print("claim 2 (all-bad fails more than one-good):",
+          c["all-bad"]["failed_fraction"] > c["one-good"]["failed_fraction"])
+print("claim 2 (independent heads converge on nearly every seed):",
+      mh["conditions"]["independent"]["converged_fraction"] >= 0.9)
+

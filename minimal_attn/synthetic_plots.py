@@ -1,4 +1,4 @@
-r"""Figures of the synthetic experiments of Snell et al. (2021): Figs. 3, 4, 5, 6, 7, 8 and Sec. 6.2.
+r"""Figures of the synthetic experiments of Snell et al. (2021): Figs. 3-8 and Sec. 6.2.
 
 * :func:`plot_curves`: test accuracy against steps, one thin curve per seed,
   coloured by condition (Figs. 3, 6 and the Sec. 6.2 comparison);

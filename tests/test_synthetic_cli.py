@@ -1,4 +1,4 @@
-"""``attn-dyn synthetic``: a tiny end-to-end run per task, resume, and bad input (exit 2, one line)."""
+"""``attn-dyn synthetic``: a tiny run per task, resume, bad input (exit 2, one line)."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""Seed-batched models: batched == separate, K heads vs a plain torch.nn reference, Snell Eqs. (1)-(3), (8), (20)-(21)."""
+"""Seed-batched models, Snell Eqs. (1)-(3), (8), (20)-(21): batched == separate, nn reference."""
 
 import numpy as np
 import pytest
@@ -6,8 +6,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from minimal_attn.backends import torch_synthetic_models as tsm  # noqa: E402
-from minimal_attn.backends.torch_synthetic_train import (  # noqa: E402
-    Run, SyntheticConfig, train_runs)
+from minimal_attn.backends.torch_synthetic_train import Run, SyntheticConfig, train_runs  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
