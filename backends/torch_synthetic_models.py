@@ -117,7 +117,7 @@ def lstm(params, prefix, x, state=None):
     h, c = state
     outs = []
     for xw_t in xw.unbind(dim=2):      # unbind: its backward stacks, slicing would zero-fill
-        gates = xw_t + torch.bmm(h, Wh)                                      # (S, B, 4H)
+        gates = torch.baddbmm(xw_t, h, Wh)                                   # (S, B, 4H)
         i, f, g, o = gates.chunk(4, dim=-1)
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
         h = torch.sigmoid(o) * torch.tanh(c)
