@@ -20,7 +20,7 @@
 #
 # Runs as a script (`python examples/paper2_synthetic.py`) at CPU size; the
 # sizes come from the environment (`SYNTH_SEEDS`, `SYNTH_STEPS`,
-# `SYNTH_HIDDEN`, `SYNTH_POOL`, `SYNTH_OUT`), and the paper's sizes are
+# `SYNTH_HIDDEN`, `SYNTH_HEADS`, `SYNTH_POOL`, `SYNTH_OUT`), and the paper's sizes are
 # `attn-dyn synthetic TASK --paper-size --device cuda`.
 #
 # **The claims checked below.**
@@ -36,6 +36,7 @@
 
 # %%
 import os
+import tempfile
 
 import numpy as np
 import torch
@@ -47,8 +48,9 @@ torch.set_num_threads(1)
 SEEDS = int(os.environ.get("SYNTH_SEEDS", 4))
 STEPS = int(os.environ.get("SYNTH_STEPS", 1000))
 HIDDEN = int(os.environ.get("SYNTH_HIDDEN", 32))
+HEADS = int(os.environ.get("SYNTH_HEADS", 8))
 POOL = int(os.environ.get("SYNTH_POOL", 24))
-OUT = os.environ.get("SYNTH_OUT", "synthetic_out")
+OUT = os.environ.get("SYNTH_OUT", os.path.join(tempfile.gettempdir(), "attn_dyn_synthetic"))
 config = SyntheticConfig(steps=STEPS, hidden=HIDDEN, eval_every=max(1, STEPS // 20))
 print(f"{SEEDS} seeds per condition, {STEPS} Adam steps, LSTM width {HIDDEN}")
 
@@ -131,7 +133,7 @@ describe(run("copy-mixture"))
 # $W^{(k)}$ (rejection sampling, cached in `multihead/head_pool.json`).
 
 # %%
-mh = run("multihead", heads=8, pool=POOL)
+mh = run("multihead", heads=HEADS, pool=POOL)
 print("head pool: good", len(mh["head_pool"]["good"]), "bad", len(mh["head_pool"]["bad"]))
 describe(mh)
 for name, why in mh["skipped"].items():
