@@ -37,7 +37,7 @@ def plot_curves(seeds, path, title):
     ax.set_ylabel("test token accuracy")
     ax.set_ylim(-0.02, 1.02)
     ax.set_title(title)
-    ax.legend(loc="lower right")
+    ax.legend(loc="center right")
     fig.tight_layout()
     save_figure(fig, path, dpi=120)
     plt.close(fig)
