@@ -23,8 +23,10 @@ N_W1/N_b1  (S, 2H, H)/(S,1,H) hidden layer of N (ReLU), Eq. (2)
 N_W2/N_b2  (S, H, V)/(S,1,V) output layer of N (softmax)
 =========  ================  =========================================
 
-The classifier of Sec. 2.4 shares ``emb_src`` and ``enc_*`` and adds ``w``
-(S, H), the final linear map of Eq. (8). Initialisation follows ``torch.nn``
+The classifier of Sec. 2.4 is bidirectional as in App. A.8 ("1 layer
+bidirectional LSTM"): ``emb_src``, a forward ``enc_*`` and a backward ``bwd_*``
+LSTM, ``h_l = [forward_l, backward_l]`` (2H), and ``w`` (S, 2H), the final
+linear map of Eq. (8). Initialisation follows ``torch.nn``
 (uniform in :math:`\pm 1/\sqrt{\text{fan}}`, embeddings standard normal); each
 run is drawn from its own ``torch.Generator`` seeded by its ``init_seed``, and
 each head ``W^(k)`` from a generator seeded by its ``head_seed``, so a run's
@@ -84,14 +86,15 @@ def init_seq2seq(init_seeds, head_seeds, n_vocab, hidden, embed=None,
 
 def init_classifier(init_seeds, n_vocab, hidden, embed=None, dtype=torch.float32,
                     device="cpu"):
-    """Stacked parameters of the Sec. 2.4 classifier (uniform attention: no Q, v needed)."""
+    """Stacked parameters of the Sec. 2.4 bidirectional classifier (uniform attention: no Q, v)."""
     E, H = embed or hidden, hidden
     per_run = []
     for seed in init_seeds:
         gen = torch.Generator().manual_seed(int(seed))
         p = {"emb_src": torch.randn((n_vocab, E), generator=gen)}
         p.update(_lstm_init(gen, E, H, "enc"))
-        p["w"] = _uniform(gen, (H,), H)
+        p.update(_lstm_init(gen, E, H, "bwd"))
+        p["w"] = _uniform(gen, (2 * H,), 2 * H)
         per_run.append(p)
     return _stack(per_run, dtype, device)
 
@@ -174,9 +177,14 @@ def seq2seq_loss(params, src, tgt, uniform=False):
 
 
 def classifier_position_logits(params, x):
-    r"""Per-position logits :math:`W^T h_l` (S, B, L) of the Sec. 2.4 classifier, Eq. (8)."""
-    h, _ = lstm(params, "enc", embed_tokens(params["emb_src"], x))           # (S, B, L, H)
-    return torch.einsum("sblh,sh->sbl", h, params["w"])
+    r"""Per-position logits :math:`W^T h_l` (S, B, L) of the Sec. 2.4 classifier, Eq. (8).
+
+    :math:`h_l` joins the forward state (words 1..l) and the backward state (words l..L).
+    """
+    e = embed_tokens(params["emb_src"], x)                                   # (S, B, L, E)
+    h_fwd, _ = lstm(params, "enc", e)                                        # (S, B, L, H)
+    h_bwd = lstm(params, "bwd", e.flip(2))[0].flip(2)                        # (S, B, L, H)
+    return torch.einsum("sblh,sh->sbl", torch.cat([h_fwd, h_bwd], -1), params["w"])
 
 
 def classifier_loss(params, x, y):

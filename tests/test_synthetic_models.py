@@ -131,3 +131,16 @@ def test_multihead_scenarios_draw_from_the_right_pool():
     assert all(not (set(r.head_seeds) & pool) for r in by["independent"])
     _, skipped = multihead_runs(2, 0, 8, {"good": [], "bad": [0, 1, 2]})
     assert set(skipped) == {"all-bad", "one-good"}
+
+
+def test_classifier_is_bidirectional():
+    """App. A.8: h_1 sees the last word (backward LSTM), h_L sees the first (forward)."""
+    params = tsm.init_classifier([0], 41, 4, dtype=torch.float64)
+    x = torch.as_tensor(np.random.default_rng(2).integers(2, 41, (1, 1, 6)))
+    y = x.clone()
+    y[0, 0, -1] = 1 if x[0, 0, -1] != 1 else 2
+    z = x.clone()
+    z[0, 0, 0] = 1 if x[0, 0, 0] != 1 else 2
+    with torch.no_grad():
+        gx, gy, gz = (tsm.classifier_position_logits(params, v)[0, 0] for v in (x, y, z))
+    assert abs(gx[0] - gy[0]) > 1e-6 and abs(gx[-1] - gz[-1]) > 1e-6
