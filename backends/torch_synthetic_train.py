@@ -96,6 +96,7 @@ def init_params(runs, config):
     if _is_keyword(runs):
         return tsm.init_classifier([r.init_seed for r in runs], LENGTH + 1, config.hidden,
                                    config.embed, dtype, device)
+    # one shared vocabulary, the largest of the runs' conditions (ids 0..V)
     vocab = {SEQ_VOCAB[r.condition] for r in runs}
     if len({len(r.head_seeds) for r in runs}) != 1:
         raise InputError("runs batched together need the same number of heads")
