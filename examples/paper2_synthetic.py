@@ -94,7 +94,8 @@ print("claim 1 (permutations fail on some seeds or converge later):",
 # $\gamma_l = (2y-1) W^\top h_l$ on positive sequences, the log-odds of
 # $\beta^{uf}_l$ (Eq. 9) of the uniform-attention classifier (Eq. 8), a
 # bidirectional LSTM as in App. A.8, so $h_{l^*}$ holds the keyword from both sides.
-# "Early" is the first evaluation where the mean test accuracy passes 0.75.
+# "Early" is the first evaluation after step 0 ("when training starts");
+# "late" is every evaluation from the point the test accuracy passes 0.99.
 
 # %%
 config_keyword = config                     # the early phase needs finer evaluations
@@ -104,16 +105,19 @@ config = config_keyword
 describe(kw)
 seeds = kw["seeds"]
 acc = np.mean([s["accuracy"] for s in seeds], axis=0)
-early = int(np.argmax(acc > 0.75)) if (acc > 0.75).any() else len(acc) - 1
 g = {k: np.mean([s[k] for s in seeds], axis=0)
      for k in ("gamma_lstar", "gamma_lstar_next", "gamma_mean", "gamma_last")}
-for when, i in (("early", early), ("late", -1)):
-    print(f"  {when} (step {seeds[0]['step'][i]}): " +
+step = np.array(seeds[0]["step"])
+hyp2 = (g["gamma_lstar"] > g["gamma_lstar_next"]) & (g["gamma_lstar_next"] > g["gamma_mean"])
+last_top = g["gamma_last"] >= np.max(list(g.values()), axis=0)
+late = acc > 0.99
+for i in sorted({1, int(np.argmax(~hyp2[1:])) + 1, len(step) // 10, len(step) - 1}):
+    print(f"  step {step[i]} (accuracy {acc[i]:.3f}): " +
           ", ".join(f"{k} {v[i]:.2f}" for k, v in g.items()))
-print("claim 3 early (Hypothesis 2 order):",
-      g["gamma_lstar"][early] > g["gamma_lstar_next"][early] > g["gamma_mean"][early])
-print("claim 3 late (gamma_L largest):",
-      g["gamma_last"][-1] == max(v[-1] for v in g.values()))
+print("claim 3 early (Hypothesis 2 order at the first evaluation):", bool(hyp2[1]),
+      "- holds at steps", step[hyp2].tolist()[:10])
+print("claim 3 late (gamma_L largest): at", f"{last_top[late].mean():.0%}",
+      "of the evaluations after accuracy > 0.99; at the end:", bool(last_top[-1]))
 
 # %% [markdown]
 # ## 4. Permutation function vs copy (Sec. 6.2, Eq. 25)
