@@ -26,6 +26,7 @@ COMMANDS = {
     "proxy": "text_cmd:proxy",
     "agreement": "agreement_cmd:agreement",
     "train-seq": "seq_train_cmd:train_seq",
+    "synthetic": "synthetic_cmd:synthetic",
 }
 
 

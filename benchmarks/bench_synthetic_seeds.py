@@ -1,0 +1,78 @@
+"""Benchmark: S seeds of a synthetic task as one seed-batched model vs S sequential runs.
+
+Both sides run the same code (:func:`minimal_attn.backends.torch_synthetic_train.train_runs`,
+the sequential side with one run at a time), the same task, width, batch and
+number of Adam steps, one evaluation at the end; the batched run's parameters
+must equal the sequential ones (printed as the largest difference). Prints the
+wall-clock ratio sequential / batched.
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_synthetic_seeds.py [--seeds 20] [--steps 20]
+        [--hidden 32] [--task control] [--device cpu|cuda]
+
+On a GPU (about a minute on an H100):
+
+    python benchmarks/bench_synthetic_seeds.py --device cuda --hidden 256 --embed 256 --steps 30
+"""
+
+import argparse
+import sys
+import time
+
+
+def _timed(fn, device):
+    import torch
+
+    if device == "cuda":
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    out = fn()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0, out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", type=int, default=20)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--hidden", type=int, default=32)
+    p.add_argument("--embed", type=int, default=None)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--task", default="control",
+                   choices=["permutation", "control", "mixture", "permutation-function", "copy",
+                            "keyword"])
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    args = p.parse_args(argv)
+
+    import torch
+
+    from minimal_attn.backends.torch_synthetic_train import Run, SyntheticConfig, train_runs
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("error: --device cuda but no CUDA GPU is visible", file=sys.stderr)
+        return 2
+    if args.device == "cpu":
+        torch.set_num_threads(1)
+    heads = (lambda s: []) if args.task == "keyword" else (lambda s: [s])
+    runs = [Run(args.task, s, init_seed=s, head_seeds=heads(s), data_seed=s)
+            for s in range(args.seeds)]
+    cfg = SyntheticConfig(steps=args.steps, hidden=args.hidden, embed=args.embed,
+                          batch_size=args.batch_size, eval_every=args.steps, n_test=32,
+                          device=args.device, uniform=args.task == "keyword")
+    train_runs(runs[:2], SyntheticConfig(**{**cfg.__dict__, "steps": 2, "eval_every": 2}))
+    t_batched, together = _timed(lambda: train_runs(runs, cfg), args.device)
+    t_seq, alone = _timed(lambda: [train_runs([r], cfg) for r in runs], args.device)
+    diff = max(float((together["params"][k][i] - a["params"][k][0]).abs().max())
+               for i, a in enumerate(alone) for k in a["params"])
+    name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu, 1 thread"
+    print(f"{args.task}: {args.seeds} seeds x {args.steps} steps, H={args.hidden}, "
+          f"batch {args.batch_size}, {name}")
+    print(f"  batched    {t_batched:8.2f} s")
+    print(f"  sequential {t_seq:8.2f} s")
+    print(f"  ratio sequential/batched {t_seq / t_batched:.2f}x   "
+          f"(max |param difference| {diff:.2e})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

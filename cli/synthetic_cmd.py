@@ -1,0 +1,129 @@
+r"""``attn-dyn synthetic``: Snell et al. (2021) synthetic tasks, many seeds as one batched model.
+
+Secs. 3.3, 5.2, 6.1, 6.2 and App. A.3; see
+:mod:`minimal_attn.backends.torch_synthetic_experiments`. torch is imported
+only when the command runs.
+"""
+
+import click
+
+from minimal_attn.errors import InputError
+
+TASK_NAMES = ("copy", "copy-control", "copy-mixture", "multihead", "keyword", "permute")
+#: CPU defaults (minutes on one core) and the paper's sizes (App. A.8: LSTM width 256).
+CPU_SIZE = {"seeds": 4, "steps": 1000, "hidden": 32, "embed": None, "batch_size": 32,
+            "lr": 3e-3}
+PAPER_SIZE = {"seeds": 20, "steps": 3000, "hidden": 256, "embed": 256, "batch_size": 32,
+              "lr": 1e-3}
+
+
+def _progress_callback(enabled):
+    """A click progress bar per phase (head screening, training) fed by the library callback."""
+    state = {"phase": None, "bar": None, "done": 0}
+
+    def close():
+        if state["bar"] is not None:
+            state["bar"].__exit__(None, None, None)
+            state["bar"] = None
+
+    def update(phase, step, total, loss):
+        if not enabled:
+            return
+        if phase != state["phase"]:
+            close()
+            state.update(phase=phase, done=step - 1,
+                         bar=click.progressbar(length=total, label=phase,
+                                               file=click.get_text_stream("stderr"),
+                                               item_show_func=lambda t: t, show_pos=True))
+            state["bar"].__enter__()
+        text = None if loss is None else f"loss {loss:.3f}"
+        state["bar"].update(step - state["done"], text)
+        state["done"] = step
+    update.close = close
+    return update
+
+
+@click.command()
+@click.argument("task", type=click.Choice(TASK_NAMES))
+@click.option("--seeds", type=int, default=None,
+              help=f"Seeds per condition [CPU {CPU_SIZE['seeds']}, paper {PAPER_SIZE['seeds']}].")
+@click.option("--steps", type=int, default=None,
+              help=f"Adam steps [CPU {CPU_SIZE['steps']}, paper size {PAPER_SIZE['steps']}].")
+@click.option("--hidden", type=int, default=None,
+              help=f"LSTM width H [CPU {CPU_SIZE['hidden']}, paper 256].")
+@click.option("--embed", type=int, default=None, help="Embedding size [= --hidden].")
+@click.option("--batch-size", type=int, default=None, help="Sequences per step and seed [32].")
+@click.option("--lr", type=float, default=None,
+              help="Adam learning rate [CPU 3e-3, paper size 1e-3].")
+@click.option("--eval-every", type=int, default=None,
+              help="Steps between test evaluations and checkpoints [steps/20].")
+@click.option("--n-test", type=int, default=200, show_default=True,
+              help="Fixed test sequences per seed.")
+@click.option("--heads", type=int, default=8, show_default=True, help="multihead: heads K.")
+@click.option("--pool", type=int, default=24, show_default=True,
+              help="multihead: candidate heads screened for good/bad.")
+@click.option("--first-seed", type=int, default=0, show_default=True)
+@click.option("--paper-size", is_flag=True,
+              help="Paper sizes (H = E = 256, 20 seeds, 3000 steps, lr 1e-3) unless "
+                   "given explicitly.")
+@click.option("--out", type=click.Path(file_okay=False), required=True,
+              help="Folder for results.json, figures and checkpoints/.")
+@click.option("--resume", is_flag=True, help="Continue from the checkpoints in --out.")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@click.option("--progress/--no-progress", default=True, show_default=True)
+def synthetic(task, seeds, steps, hidden, embed, batch_size, lr, eval_every, n_test, heads,
+              pool, first_seed, paper_size, out, resume, device, progress):
+    """Snell et al. (2021) synthetic experiments, all seeds trained as one batched model.
+
+    \b
+    copy          permutations of 40 words vs the 40-of-60 control (Fig. 3 left, Fig. 4)
+    copy-control  the control alone (Sec. 3.3)
+    copy-mixture  permutations of two disjoint sets vs control (Fig. 3 right, Fig. 8)
+    multihead     8 heads: all-bad, one-good, independent initialisations (Fig. 6)
+    keyword       keyword toy under uniform attention: gamma curves (Fig. 7)
+    permute       a fixed permutation function vs copy on the same inputs (Sec. 6.2)
+
+    Writes OUT/results.json ("seeds": per-seed "step"/"accuracy" curves of the
+    first condition, "converged_fraction" > 0.95, "failed_fraction" < 0.60, and
+    every condition under "conditions"), OUT/accuracy.png and the task's figures.
+    """
+    import torch
+
+    from minimal_attn.backends.torch_synthetic_experiments import run_synthetic
+    from minimal_attn.backends.torch_synthetic_train import SyntheticConfig
+
+    size = dict(PAPER_SIZE if paper_size else CPU_SIZE)
+    given = {"seeds": seeds, "steps": steps, "hidden": hidden, "embed": embed,
+             "batch_size": batch_size, "lr": lr}
+    size.update({k: v for k, v in given.items() if v is not None})
+    for name in ("seeds", "steps", "hidden", "batch_size", "n_test"):
+        value = size.get(name, n_test if name == "n_test" else None)
+        if value is None or value < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be an integer >= 1, got {value}")
+    if size["embed"] is not None and size["embed"] < 1:
+        raise InputError(f"--embed must be an integer >= 1, got {size['embed']}")
+    if not size["lr"] > 0:
+        raise InputError(f"--lr must be a number > 0, got {size['lr']}")
+    if eval_every is None:
+        eval_every = max(1, size["steps"] // 20)
+    if device == "cpu":
+        torch.set_num_threads(1)    # small batched matmuls gain nothing from threads
+    config = SyntheticConfig(steps=size["steps"], hidden=size["hidden"], embed=size["embed"],
+                             batch_size=size["batch_size"], lr=size["lr"], eval_every=eval_every,
+                             n_test=n_test, device=device)
+    bar = _progress_callback(progress)
+    try:
+        result = run_synthetic(task, config, seeds=size["seeds"], first_seed=first_seed,
+                               heads=heads, pool=pool, out_dir=out, resume=resume,
+                               callback=bar)
+    finally:
+        bar.close()
+    for name, entry in result["conditions"].items():
+        final = [s["final_accuracy"] for s in entry["seeds"]]
+        click.echo(f"{task} {name:22s} seeds {len(final):3d}  converged "
+                   f"{entry['converged_fraction']:.2f}  failed {entry['failed_fraction']:.2f}  "
+                   f"final accuracy min/median/max {min(final):.3f}/"
+                   f"{sorted(final)[len(final) // 2]:.3f}/{max(final):.3f}")
+    for name, why in result.get("skipped", {}).items():
+        click.echo(f"{task} {name}: skipped ({why})")
+    click.echo(f"wrote {out}/results.json")

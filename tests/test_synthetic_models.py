@@ -1,0 +1,146 @@
+"""Seed-batched models, Snell Eqs. (1)-(3), (8), (20)-(21): batched == separate, nn reference."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from minimal_attn.backends import torch_synthetic_models as tsm  # noqa: E402
+from minimal_attn.backends.torch_synthetic_train import Run, SyntheticConfig, train_runs  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+
+
+def _reference_logits(p, src, tgt_in):
+    """Snell Eqs. (1)-(2), (20)-(21) for one seed with torch.nn.LSTM (no seed axis)."""
+    E, H4 = p["enc_Wx"].shape
+    H = H4 // 4
+
+    def nn_lstm(prefix):
+        m = torch.nn.LSTM(E, H, batch_first=True).double()
+        with torch.no_grad():
+            m.weight_ih_l0.copy_(p[f"{prefix}_Wx"].T)
+            m.weight_hh_l0.copy_(p[f"{prefix}_Wh"].T)
+            m.bias_ih_l0.copy_(p[f"{prefix}_b"][0])
+            m.bias_hh_l0.zero_()
+        return m
+
+    h, state = nn_lstm("enc")(p["emb_src"][src])                 # (B, L, H)
+    s, _ = nn_lstm("dec")(p["emb_tgt"][tgt_in], state)           # (B, T, H)
+    context = 0
+    for W in p["W_att"]:                                         # heads, Eq. (21)
+        a = s @ W @ h.transpose(1, 2)                            # (B, T, L), Eq. (1)
+        context = context + torch.softmax(a, -1) @ h
+    hid = torch.relu(torch.cat([context, s], -1) @ p["N_W1"] + p["N_b1"][0])
+    return hid @ p["N_W2"] + p["N_b2"][0]
+
+
+@pytest.mark.parametrize("heads", [1, 2])
+def test_seq2seq_matches_nn_lstm_reference(heads):
+    params = tsm.init_seq2seq([3, 4], [[10 + k for k in range(heads)], [20, 21][:heads]],
+                              n_vocab=9, hidden=6, embed=5, dtype=torch.float64)
+    rng = np.random.default_rng(0)
+    src = torch.as_tensor(rng.integers(1, 9, (2, 3, 7)))
+    tgt_in = torch.as_tensor(rng.integers(0, 9, (2, 3, 7)))
+    logits, alpha = tsm.seq2seq_logits(params, src, tgt_in)
+    assert torch.allclose(alpha.sum(-1), torch.ones(()).double())
+    with torch.no_grad():
+        for r in range(2):
+            ref = _reference_logits({k: v[r] for k, v in params.items()}, src[r], tgt_in[r])
+            assert torch.allclose(logits[r], ref, atol=1e-12)
+
+
+def test_heads_contexts_sum():
+    """Eq. (21): a 2-head model's context is the sum of the two single-head contexts."""
+    p2 = tsm.init_seq2seq([1], [[5, 6]], 9, 6, dtype=torch.float64)
+    h = torch.randn(1, 2, 7, 6, dtype=torch.float64)
+    s = torch.randn(1, 2, 4, 6, dtype=torch.float64)
+    c2, _ = tsm.attention(s, p2["W_att"], h)
+    c_a, _ = tsm.attention(s, p2["W_att"][:, :1], h)
+    c_b, _ = tsm.attention(s, p2["W_att"][:, 1:], h)
+    assert torch.allclose(c2, c_a + c_b, atol=1e-12)
+
+
+def test_head_init_independent_of_batch():
+    p = tsm.init_seq2seq([0, 1], [[7], [8]], 9, 6)
+    q = tsm.init_seq2seq([1], [[8]], 9, 6)
+    for k in p:
+        assert torch.equal(p[k][1], q[k][0]), k
+
+
+@pytest.mark.parametrize("condition", ["control", "keyword"])
+def test_batched_seeds_equal_separate_runs(condition):
+    """3 seeds in one model follow the trajectories of the 3 seeds trained alone."""
+    cfg = SyntheticConfig(steps=4, hidden=8, embed=6, batch_size=5, eval_every=2,
+                          n_test=6, lr=1e-2, dtype="float64")
+    heads = [] if condition == "keyword" else None
+    runs = [Run(condition, s, init_seed=s, data_seed=s,
+                head_seeds=heads if heads is not None else [s]) for s in (0, 1, 2)]
+    together = train_runs(runs, cfg)
+    for r, run in enumerate(runs):
+        alone = train_runs([run], cfg)
+        for k, v in together["params"].items():
+            assert torch.allclose(v[r], alone["params"][k][0], atol=1e-10, rtol=1e-8), k
+        assert np.allclose(np.asarray(together["accuracy"])[:, r],
+                           np.asarray(alone["accuracy"])[:, 0])
+    # and the seeds really differ (different init and data)
+    assert not torch.allclose(together["params"]["enc_Wx"][0], together["params"]["enc_Wx"][1])
+
+
+def test_keyword_gammas_hand_case():
+    """gamma_l = (2y-1) W^T h_l at l*, l*+1, mean and L, averaged over positives only."""
+    params = tsm.init_classifier([0], 41, 4, dtype=torch.float64)
+    x = torch.as_tensor(np.random.default_rng(1).integers(2, 41, (1, 3, 5)))
+    x[0, 0, 2] = 1
+    x[0, 1, 4] = 1
+    y = torch.tensor([[1, 1, 0]])
+    l_star = torch.tensor([[2, 4, -1]])
+    g = tsm.keyword_gammas(params, x, y, l_star)
+    with torch.no_grad():
+        logits = tsm.classifier_position_logits(params, x)[0]           # (3, 5)
+    assert np.isclose(g["lstar"].item(), (logits[0, 2] + logits[1, 4]).item() / 2)
+    assert np.isclose(g["lstar_next"].item(), logits[0, 3].item())    # l* = L-1 has no next
+    assert np.isclose(g["mean"].item(), logits[:2].mean(1).mean().item())
+    assert np.isclose(g["last"].item(), logits[:2, 4].mean().item())
+
+
+def test_loss_finite_at_large_logits():
+    params = tsm.init_seq2seq([0], [[0]], 9, 6, dtype=torch.float64)
+    with torch.no_grad():
+        params["N_W2"].mul_(1e4)
+    src = torch.ones(1, 2, 5, dtype=torch.long)
+    loss, acc = tsm.seq2seq_loss(params, src, src)
+    assert torch.isfinite(loss).all()
+
+
+def test_multihead_scenarios_draw_from_the_right_pool():
+    """Sec. 5.2: all-bad holds K distinct bad heads, one-good exactly one good head."""
+    from minimal_attn.backends.torch_synthetic_experiments import multihead_runs
+
+    screened = {"good": [3, 7], "bad": [0, 1, 2, 4, 5, 6, 8, 9, 10]}
+    runs, skipped = multihead_runs(seeds=5, first_seed=2, heads=8, screened=screened)
+    assert not skipped
+    by = {}
+    for r in runs:
+        by.setdefault(r.label, []).append(r)
+        assert r.init_seed == 2 and r.data_seed == 2 and len(set(r.head_seeds)) == 8
+    assert {len(v) for v in by.values()} == {5}
+    assert all(set(r.head_seeds) <= set(screened["bad"]) for r in by["all-bad"])
+    assert all(len(set(r.head_seeds) & set(screened["good"])) == 1 for r in by["one-good"])
+    pool = set(screened["good"] + screened["bad"])
+    assert all(not (set(r.head_seeds) & pool) for r in by["independent"])
+    _, skipped = multihead_runs(2, 0, 8, {"good": [], "bad": [0, 1, 2]})
+    assert set(skipped) == {"all-bad", "one-good"}
+
+
+def test_classifier_is_bidirectional():
+    """App. A.8: h_1 sees the last word (backward LSTM), h_L sees the first (forward)."""
+    params = tsm.init_classifier([0], 41, 4, dtype=torch.float64)
+    x = torch.as_tensor(np.random.default_rng(2).integers(2, 41, (1, 1, 6)))
+    y = x.clone()
+    y[0, 0, -1] = 1 if x[0, 0, -1] != 1 else 2
+    z = x.clone()
+    z[0, 0, 0] = 1 if x[0, 0, 0] != 1 else 2
+    with torch.no_grad():
+        gx, gy, gz = (tsm.classifier_position_logits(params, v)[0, 0] for v in (x, y, z))
+    assert abs(gx[0] - gy[0]) > 1e-6 and abs(gx[-1] - gz[-1]) > 1e-6
