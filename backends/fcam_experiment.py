@@ -205,7 +205,7 @@ def run_experiment(c, out=None, resume=False, progress=None, log=None, on_epoch=
     log = log or (lambda line: None)
     check_config(c)
     if resume and out is None:
-        raise InputError("resume needs out: the folder whose checkpoints/ to resume from",
+        raise InputError("resume=True needs out: the folder whose checkpoints/ to resume from",
                          param="out")
     if c.batch_seeds:
         raise InputError("batch_seeds needs backends/torch_batched, which is not merged "

@@ -142,7 +142,7 @@ def collapse_warnings(history, m, rising=3):
     for e in range(rising, len(loss)):
         if all(loss[k] > loss[k - 1] for k in range(e - rising + 1, e + 1)):
             out.append(f"training loss rose for {rising} epochs in a row "
-                       f"(epochs {e - rising + 1}-{e + 1}: {loss[e - rising]:.4g} -> "
+                       f"(epochs {e - rising + 2}-{e + 1}: {loss[e - rising]:.4g} -> "
                        f"{loss[e]:.4g})")
             break
     a_z = [h["mean_a_z"] for h in history]
