@@ -238,37 +238,45 @@ def run_experiment(c, out=None, resume=False, progress=None, log=None, on_epoch=
     runs = {}
     try:
         for p in c.paradigms:
-            runs[p] = []
-            for seed in range(c.seeds):
-                config = run_config(c, p, seed)
-                if resume and not os.path.exists(checkpoint_path(out, config)):
-                    log(f"no checkpoint for {p} seed {seed} in {out}: starting fresh")
-                r = run_one(config, train, test, out_dir=out, resume=resume,
-                            progress=progress, callback=epoch_done, log=log)
-                runs[p].append(r)
-                log(f"{p} seed {seed}: " + ", ".join(
-                    f"{s} accuracy {100 * r[s]['accuracy']:.1f}% SAIF "
-                    f"{100 * r[s]['saif']:.1f}%" for s in ("train", "test"))
-                    + f" ({r['seconds']:.1f} s training)")
-                for warning in r["warnings"]:
-                    log(f"warning: {p} seed {seed}: {warning}")
+            runs[p] = [_train_seed(c, p, seed, run_one, train, test, out, resume, progress,
+                                   epoch_done, log) for seed in range(c.seeds)]
+        results = {p: aggregate(runs[p]) for p in c.paradigms}
+        meta = _meta(c, runs, names, momentum)
+        if out is not None:
+            write_results(out, results, runs, meta)
     except KeyboardInterrupt:
         raise KeyboardInterrupt(
             f"interrupted; checkpoints up to the last finished epoch are in {out}/"
             "checkpoints: rerun the same command with --resume" if out is not None else
             "interrupted; nothing was kept (give --out to keep checkpoints)") from None
-    results = {p: aggregate(runs[p]) for p in c.paradigms}
+    return results, meta
+
+
+def _train_seed(c, p, seed, run_one, train, test, out, resume, progress, epoch_done, log):
+    config = run_config(c, p, seed)
+    if resume and not os.path.exists(checkpoint_path(out, config)):
+        log(f"no checkpoint for {p} seed {seed} in {out}: starting fresh")
+    r = run_one(config, train, test, out_dir=out, resume=resume, progress=progress,
+                callback=epoch_done, log=log)
+    log(f"{p} seed {seed}: " + ", ".join(
+        f"{s} accuracy {100 * r[s]['accuracy']:.1f}% SAIF {100 * r[s]['saif']:.1f}%"
+        for s in ("train", "test")) + f" ({r['seconds']:.1f} s training)")
+    for warning in r["warnings"]:
+        log(f"warning: {p} seed {seed}: {warning}")
+    return r
+
+
+def _meta(c, runs, names, momentum):
+    """config.json: every setting as used, the lr of each paradigm, the hybrid's switches."""
     meta = {f.name: getattr(c, f.name) for f in fields(c)}
     meta.update(foreground=names, seeds=list(range(c.seeds)), momentum=momentum,
                 lr={p: _rates(run_config(c, p, 0), c.backend) for p in c.paradigms})
-    if "hybrid" in c.paradigms:
+    if "hybrid" in runs:
         meta["hybrid_switch_epochs"] = {str(r["seed"]): r["switch_epoch"]
                                         for r in runs["hybrid"]}
         if c.switch_epoch is None:          # the default, as the runs resolved it
             meta["switch_epoch"] = runs["hybrid"][0]["switch_epoch"]
-    if out is not None:
-        write_results(out, results, runs, meta)
-    return results, meta
+    return meta
 
 
 def _rates(config, backend):

@@ -26,10 +26,12 @@ import io
 import numpy as np
 import torch
 
-from minimal_attn.linear_train import data_fingerprint, summarise
-from minimal_attn.linear_train import train_numpy_run  # noqa: F401 (old home, re-exported)
-from minimal_attn.train_loop import (  # noqa: F401 (re-exported)
-    LINEAR_LR, PAPER_LR, TrainConfig, checkpoint_path, run_epochs)
+from minimal_attn.linear_train import (
+    data_fingerprint,
+    summarise,
+    train_numpy_run,  # noqa: F401 (old home, re-exported)
+)
+from minimal_attn.train_loop import LINEAR_LR, PAPER_LR, TrainConfig, checkpoint_path, run_epochs  # noqa: F401 (re-exported)
 
 from . import torch_backend as tb
 from .torch_models import ImageStore, build_fcam_for, dead_units

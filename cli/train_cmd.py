@@ -12,7 +12,11 @@ import click
 from click.core import ParameterSource
 
 from minimal_attn.backends.fcam_experiment import (
-    PROTOCOLS, ExperimentConfig, apply_protocol, run_experiment)
+    PROTOCOLS,
+    ExperimentConfig,
+    apply_protocol,
+    run_experiment,
+)
 from minimal_attn.cli.options import parse_paradigms
 from minimal_attn.errors import InputError
 from minimal_attn.train_report import summary_markdown

@@ -206,7 +206,7 @@ def _check_settings(meta, config, trainer, fingerprint, path):
 
 
 def _write_checkpoint(path, trainer, meta):
-    """Write atomically; the previous checkpoint becomes ``.prev`` only once the new one is whole."""
+    """Write atomically; the old checkpoint becomes ``.prev`` once the new one is whole."""
     with atomic_open(path + ".new", "wb") as f:
         trainer.save(f, meta)
     if os.path.exists(path):

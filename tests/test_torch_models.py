@@ -13,8 +13,8 @@ from minimal_attn.backends.torch_models import (  # noqa: E402
     FCAM,
     ConvNet,
     build_fcam,
-    dead_units,
     classifier_config,
+    dead_units,
     focus_config,
     scaled,
 )

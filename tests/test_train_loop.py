@@ -9,7 +9,13 @@ from minimal_attn import data
 from minimal_attn.errors import InputError
 from minimal_attn.linear_train import train_numpy_run
 from minimal_attn.train_loop import (
-    TrainConfig, affecting, auto_switch, checkpoint_path, collapse_warnings, run_epochs)
+    TrainConfig,
+    affecting,
+    auto_switch,
+    checkpoint_path,
+    collapse_warnings,
+    run_epochs,
+)
 
 
 class Scripted:
