@@ -132,6 +132,9 @@ class _Bar:
                    "automobile, bird for cifar10; 50 animal classes for cifar100].")
 @click.option("--data-seed", type=int, default=D.data_seed, show_default=True,
               help="Seed of the mosaics (the same for every training seed).")
+@click.option("--batch-seeds", is_flag=True,
+              help="torch: train all seeds of a paradigm as one model (needs "
+                   "backends/torch_batched).")
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="A progress bar per epoch (stderr); one line per epoch is printed "
                    "either way.")
