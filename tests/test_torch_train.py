@@ -29,8 +29,14 @@ def test_short_cpu_run_learns_well_above_chance(synthetic):
     train, test = synthetic
     config = TrainConfig(paradigm="sa", epochs=5, lr=0.03, batch_size=20, width=0.5,
                          device="cpu")
-    result = train_run(config, train, test, progress=False)
+    lines = []
+    result = train_run(config, train, test, progress=False, log=lines.append)
     assert result["test"]["accuracy"] >= 0.8                      # chance: 1/3
+    # the dead-unit report: every ReLU layer of both networks, printed at the start
+    layers = result["dead_units"]
+    assert [d["units"] for d in layers["focus"]] == [16, 32, 32, 256, 64, 10]
+    assert all(0 <= d["dead"] < d["units"] for net in layers.values() for d in net)
+    assert lines[0].startswith("sa seed 0: dead units at start")
     assert result["train"]["accuracy"] >= 0.8
     history = result["history"]
     assert [h["epoch"] for h in history] == [1, 2, 3, 4, 5]
