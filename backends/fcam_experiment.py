@@ -37,7 +37,7 @@ BACKEND_DATASETS = {"numpy": ("synthetic", "linear-orthogonal"),
 PROTOCOLS = {"paper": {"n_train": {"cifar10": 10000, "cifar100": 50000}, "seeds": 12,
                        "lr": None, "hybrid_lr": None, "epochs": 150, "batch_size": 256,
                        "n_test": 5000}}
-TORCH_PIN = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
+TORCH_PIN = "pip install torch==2.13.0, then pip install \".[torch]\""
 
 
 @dataclass
