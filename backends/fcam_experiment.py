@@ -208,8 +208,7 @@ def run_experiment(c, out=None, resume=False, progress=None, log=None, on_epoch=
         raise InputError("resume=True needs out: the folder whose checkpoints/ to resume from",
                          param="out")
     if c.batch_seeds:
-        raise InputError("batch_seeds needs backends/torch_batched, which is not merged "
-                         "yet; train the seeds one after another", param="batch_seeds")
+        _check_batched(c)
     run_one, momentum, device = _trainer(c)
     check_memory(estimate_bytes(c), f"{c.n_train + c.n_test} mosaics of m={c.m}",
                  "n_train, n_test or m")
@@ -238,8 +237,9 @@ def run_experiment(c, out=None, resume=False, progress=None, log=None, on_epoch=
     runs = {}
     try:
         for p in c.paradigms:
-            runs[p] = [_train_seed(c, p, seed, run_one, train, test, out, resume, progress,
-                                   epoch_done, log) for seed in range(c.seeds)]
+            runs[p] = _train_batched(c, p, train, test, out, resume, epoch_done, log) \
+                or [_train_seed(c, p, seed, run_one, train, test, out, resume, progress,
+                                epoch_done, log) for seed in range(c.seeds)]
         results = {p: aggregate(runs[p]) for p in c.paradigms}
         meta = _meta(c, runs, names, momentum)
         if out is not None:
@@ -258,12 +258,39 @@ def _train_seed(c, p, seed, run_one, train, test, out, resume, progress, epoch_d
         log(f"no checkpoint for {p} seed {seed} in {out}: starting fresh")
     r = run_one(config, train, test, out_dir=out, resume=resume, progress=progress,
                 callback=epoch_done, log=log)
+    _report(p, seed, r, log)
+    return r
+
+
+def _check_batched(c):
+    if c.backend != "torch":
+        raise InputError("batch_seeds applies to backend torch", param="batch_seeds")
+    try:
+        from . import torch_batched_train  # noqa: F401
+    except ImportError as exc:
+        raise InputError(f"batch_seeds needs backends/torch_batched_train ({exc}); train "
+                         "the seeds one after another", param="batch_seeds") from None
+
+
+def _train_batched(c, p, train, test, out, resume, epoch_done, log):
+    """All seeds of ``p`` as one model; None where they must train separately."""
+    if not c.batch_seeds or c.seeds < 2:
+        return None
+    from .fcam_batched import train_seeds
+
+    runs = train_seeds([run_config(c, p, s) for s in range(c.seeds)], train, test, out,
+                       resume, epoch_done, log)
+    for seed, r in enumerate(runs or ()):
+        _report(p, seed, r, log)
+    return runs
+
+
+def _report(p, seed, r, log):
     log(f"{p} seed {seed}: " + ", ".join(
         f"{s} accuracy {100 * r[s]['accuracy']:.1f}% SAIF {100 * r[s]['saif']:.1f}%"
         for s in ("train", "test")) + f" ({r['seconds']:.1f} s training)")
     for warning in r["warnings"]:
         log(f"warning: {p} seed {seed}: {warning}")
-    return r
 
 
 def _meta(c, runs, names, momentum):

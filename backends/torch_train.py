@@ -116,7 +116,8 @@ class CNNTrainer:
         return evaluate(self.model, self.stores[split], self.sets[split], rule,
                         self.config.threshold)
 
-    def read(self, path):
+    @staticmethod
+    def read(path):
         # the generator state must stay a CPU tensor; load_state_dict moves the
         # rest onto the model's device
         state = torch.load(path, map_location="cpu", weights_only=True)

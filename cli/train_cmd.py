@@ -133,8 +133,8 @@ class _Bar:
 @click.option("--data-seed", type=int, default=D.data_seed, show_default=True,
               help="Seed of the mosaics (the same for every training seed).")
 @click.option("--batch-seeds", is_flag=True,
-              help="torch: train all seeds of a paradigm as one model (needs "
-                   "backends/torch_batched).")
+              help="torch: train all seeds of a paradigm as one stacked model (same "
+                   "results and checkpoints as separate runs; faster on a GPU).")
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="A progress bar per epoch (stderr); one line per epoch is printed "
                    "either way.")

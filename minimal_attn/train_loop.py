@@ -164,7 +164,7 @@ def check_divergence(loss, history, config):
     return loss
 
 
-def _read_checkpoint(path, trainer, config, fingerprint, log):
+def read_checkpoint(path, trainer, config, fingerprint, log):
     """(meta, payload) of the newest readable checkpoint, falling back to ``.prev``."""
     bad = []
     for candidate in (path, path + ".prev"):
@@ -205,10 +205,11 @@ def _check_settings(meta, config, trainer, fingerprint, path):
                          f"than epochs={config.epochs}", param="epochs")
 
 
-def _write_checkpoint(path, trainer, meta):
-    """Write atomically; the old checkpoint becomes ``.prev`` once the new one is whole."""
+def write_checkpoint(path, write):
+    """Write ``write(file)`` atomically; the old checkpoint becomes ``.prev`` afterwards."""
+    ensure_dir(os.path.dirname(path))
     with atomic_open(path + ".new", "wb") as f:
-        trainer.save(f, meta)
+        write(f)
     if os.path.exists(path):
         os.replace(path, path + ".prev")
     os.replace(path + ".new", path)
@@ -244,12 +245,10 @@ def run_epochs(config, trainer, fingerprint, out_dir=None, resume=False, progres
             "config": affecting(config, trainer.LR_TABLE), "data": fingerprint,
             "history": [], "train_seconds": 0.0, "switch_epoch": config.fixed_switch()}
     if resume and path is not None:
-        saved, payload = _read_checkpoint(path, trainer, config, fingerprint, log)
+        saved, payload = read_checkpoint(path, trainer, config, fingerprint, log)
         if saved is not None:
             trainer.restore(payload)
             meta = saved
-    if path is not None:
-        ensure_dir(os.path.dirname(path))
     start, history, rates = meta["epoch"], meta["history"], config.rates(trainer.LR_TABLE)
     test_eval = None                       # the latest epoch's test evaluation, reused
     for epoch in range(start, config.epochs):
@@ -276,7 +275,7 @@ def run_epochs(config, trainer, fingerprint, out_dir=None, resume=False, progres
         meta["epoch"] = epoch + 1
         record["seconds"] = meta["train_seconds"]
         if path is not None:
-            _write_checkpoint(path, trainer, meta)
+            write_checkpoint(path, lambda f: trainer.save(f, meta))
         if callback is not None:
             callback(epoch, record)
     train_summary, train_inst = trainer.evaluate("train", config.paradigm)

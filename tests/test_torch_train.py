@@ -166,3 +166,26 @@ def test_cnn_fixed_focus_model_matches_the_section_3_losses():
         state = model.step(state, la, "ha", lr=0.05)
     assert state["epoch"] == 3
     assert np.all(model.losses(state, la, "ha") < before)
+
+
+def test_batch_seeds_equals_separate_runs_and_shares_checkpoints(tmp_path):
+    pytest.importorskip("minimal_attn.backends.torch_batched_train",
+                        reason="backends/torch_batched_train.py (batched seeds) not merged")
+    from dataclasses import replace
+
+    from minimal_attn.backends.fcam_experiment import ExperimentConfig, run_experiment
+
+    c = ExperimentConfig(backend="torch", dataset="synthetic", m=3, epochs=3, seeds=2,
+                         n_train=20, n_test=10, batch_size=10, width=0.25, device="cpu",
+                         paradigms=["hybrid"], switch_epoch="auto", lr={"sa": 0.05, "ha": 0.02})
+    separate, _ = run_experiment(c, out=str(tmp_path / "a"))
+    batched, meta = run_experiment(replace(c, batch_seeds=True), out=str(tmp_path / "b"))
+    for s in range(2):
+        a, b = (r["hybrid"]["history"][s]["epochs"] for r in (separate, batched))
+        assert [h["phase"] for h in a] == [h["phase"] for h in b]
+        np.testing.assert_allclose([h["loss"] for h in b], [h["loss"] for h in a], rtol=1e-5)
+    assert batched["hybrid"]["test"]["accuracy"] == pytest.approx(
+        separate["hybrid"]["test"]["accuracy"])
+    # the batched run's checkpoints are ordinary ones: a separate resume reads them
+    again, _ = run_experiment(c, out=str(tmp_path / "b"), resume=True)
+    assert again["hybrid"]["test"]["per_seed"] == batched["hybrid"]["test"]["per_seed"]
