@@ -67,13 +67,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from minimal_attn import cifar, mosaics
+from minimal_attn import PARADIGMS, cifar, mosaics
 from minimal_attn.backends.torch_train import TrainConfig, train_run
 from minimal_attn.train_report import PAPER_TABLE1
 
 SIZES = {5: (2000, 1000), 20: (500, 500)}      # m -> (training mosaics, test mosaics)
 EPOCHS, BATCH, SEED = 6, 25, 0
-PARADIGMS = ("sa", "ha", "lv", "hybrid")
+
 
 
 def shared_cifar10():
