@@ -20,6 +20,7 @@ give every paradigm the same data and the same number of updates.
 """
 
 import os
+import tempfile
 from dataclasses import dataclass, field, fields, replace
 from typing import Dict, List, Optional, Union
 
@@ -209,6 +210,8 @@ def run_experiment(c, out=None, resume=False, progress=None, log=None, on_epoch=
                          param="out")
     if c.batch_seeds:
         _check_batched(c)
+    if out is not None:
+        check_writable(out)
     run_one, momentum, device = _trainer(c)
     check_memory(estimate_bytes(c), f"{c.n_train + c.n_test} mosaics of m={c.m}",
                  "n_train, n_test or m")
@@ -245,11 +248,30 @@ def run_experiment(c, out=None, resume=False, progress=None, log=None, on_epoch=
         if out is not None:
             write_results(out, results, runs, meta)
     except KeyboardInterrupt:
-        raise KeyboardInterrupt(
-            f"interrupted; checkpoints up to the last finished epoch are in {out}/"
-            "checkpoints: rerun the same command with --resume" if out is not None else
-            "interrupted; nothing was kept (give --out to keep checkpoints)") from None
+        raise KeyboardInterrupt("interrupted; " + resume_note(out)) from None
     return results, meta
+
+
+def resume_note(out):
+    """What Ctrl-C leaves behind, and how to go on (one line)."""
+    if out is None:
+        return "nothing was kept (give --out to keep checkpoints)"
+    return (f"checkpoints up to the last finished epoch are in {out}/checkpoints: rerun the "
+            "same command with --resume")
+
+
+def check_writable(out):
+    """Refuse an output folder that cannot be created or written, before any work."""
+    path = os.path.abspath(out)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    try:                     # os.access says yes to root even on /sys: try a file
+        fd, probe = tempfile.mkstemp(prefix=".probe-", dir=path)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise InputError(f"out {out} cannot be written ({path}: {exc.strerror}); choose a "
+                         "writable out", param="out") from None
 
 
 def _train_seed(c, p, seed, run_one, train, test, out, resume, progress, epoch_done, log):

@@ -1,6 +1,7 @@
 """`attn-dyn train`: results.json, summaries, heat maps, checkpoints, resume, bad input."""
 
 import csv
+import os
 import json
 
 import numpy as np
@@ -285,3 +286,10 @@ def test_protocol_paper_fills_what_was_not_given():
     assert (c.n_train, c.seeds, c.lr) == (10000, 3, None)
     c = apply_protocol(ExperimentConfig(dataset="cifar100"), "paper")
     assert (c.n_train, c.seeds) == (50000, 12)
+
+
+@pytest.mark.skipif(not os.path.isdir("/sys/kernel"), reason="needs Linux /sys")
+def test_unwritable_system_folder_is_refused_before_training():
+    r = run(*NUMPY, "--out", "/sys/kernel")
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "--out /sys/kernel" in r.stderr
+    assert " epoch " not in r.stderr                               # nothing was trained
