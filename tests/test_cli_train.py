@@ -1,8 +1,8 @@
 """`attn-dyn train`: results.json, summaries, heat maps, checkpoints, resume, bad input."""
 
 import csv
-import os
 import json
+import os
 
 import numpy as np
 import pytest
