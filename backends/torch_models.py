@@ -136,25 +136,6 @@ def scaled(config, width=1.0):
     return replace(config, conv_channels=conv, fc_widths=fc)
 
 
-def dead_units(net, images):
-    """Per ReLU layer of ``net`` (a :class:`ConvNet`): (name, dead, units) on ``images``.
-
-    A unit (a channel of a convolution, a neuron of a linear layer) is dead
-    when its ReLU output is zero for every image (n, 3, 32, 32) of the batch.
-    """
-    out, x, name = [], images, None
-    with torch.no_grad():
-        for layer in net.body:
-            x = layer(x)
-            if isinstance(layer, (nn.Conv2d, nn.Linear)):
-                kind = "conv" if isinstance(layer, nn.Conv2d) else "fc"
-                name = f"{kind}{sum(1 for n, _, _ in out if n.startswith(kind)) + 1}"
-            if isinstance(layer, nn.ReLU):
-                alive = x.reshape(x.shape[0], x.shape[1], -1).amax(dim=(0, 2)) > 0
-                out.append((name, int((~alive).sum()), int(alive.numel())))
-    return out
-
-
 class ConvNet(nn.Module):
     """A CNN of :class:`CNNConfig`: images (n, 3, 32, 32) -> outputs (n, out_dim)."""
 

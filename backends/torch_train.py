@@ -25,6 +25,7 @@ import io
 
 import numpy as np
 import torch
+from torch import nn
 
 from minimal_attn.linear_train import (
     data_fingerprint,
@@ -34,7 +35,7 @@ from minimal_attn.linear_train import (
 from minimal_attn.train_loop import LINEAR_LR, PAPER_LR, TrainConfig, checkpoint_path, run_epochs  # noqa: F401 (re-exported)
 
 from . import torch_backend as tb
-from .torch_models import ImageStore, build_fcam_for, dead_units
+from .torch_models import ImageStore, build_fcam_for
 
 #: Mosaics whose segments the dead-unit report pushes through the networks.
 DEAD_UNIT_BATCH = 64
@@ -49,6 +50,25 @@ def evaluate(model, store, mosaics, paradigm, threshold=0.8, batch_size=400):
         s_parts.append(s)
     a, s = torch.cat(a_parts).cpu().numpy(), torch.cat(s_parts).cpu().numpy()
     return summarise(a, s, mosaics, threshold)
+
+
+def dead_units(net, images):
+    """Per ReLU layer of ``net`` (a :class:`ConvNet`): (name, dead, units) on ``images``.
+
+    A unit (a channel of a convolution, a neuron of a linear layer) is dead
+    when its ReLU output is zero for every image (n, 3, 32, 32) of the batch.
+    """
+    out, x, name = [], images, None
+    with torch.no_grad():
+        for layer in net.body:
+            x = layer(x)
+            if isinstance(layer, (nn.Conv2d, nn.Linear)):
+                kind = "conv" if isinstance(layer, nn.Conv2d) else "fc"
+                name = f"{kind}{sum(1 for n, _, _ in out if n.startswith(kind)) + 1}"
+            if isinstance(layer, nn.ReLU):
+                alive = x.reshape(x.shape[0], x.shape[1], -1).amax(dim=(0, 2)) > 0
+                out.append((name, int((~alive).sum()), int(alive.numel())))
+    return out
 
 
 class CNNTrainer:

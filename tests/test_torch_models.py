@@ -14,10 +14,10 @@ from minimal_attn.backends.torch_models import (  # noqa: E402
     ConvNet,
     build_fcam,
     classifier_config,
-    dead_units,
     focus_config,
     scaled,
 )
+from minimal_attn.backends.torch_train import dead_units  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
