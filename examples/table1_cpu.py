@@ -32,8 +32,8 @@
 #
 # Set `TABLE1_CPU=reduced` for a clearly smaller run (width 0.25, 500 mosaics)
 # on a busy machine, `TABLE1_CPU_OUT` for the output folder (default
-# `runs/table1_cpu`) and `TABLE1_CPU_DEVICE=cuda` to run the same on a GPU. The numbers printed are the results: nothing is tuned
-# after the fact.
+# `runs/table1_cpu`) and `TABLE1_CPU_DEVICE=cuda` to run the same on a GPU.
+# The numbers printed are the results: nothing is tuned after the fact.
 
 # %%
 import os
