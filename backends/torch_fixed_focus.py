@@ -124,3 +124,32 @@ class CNNFixedFocusModel:
                 opt.step()
         state["epoch"] += 1
         return state
+
+
+def cifar_model(cfg):
+    """(CNNFixedFocusModel, z) for a resolved CIFAR ``FixedFocusConfig``.
+
+    The mosaics come from :func:`minimal_attn.datasets.load_mosaic_splits`, the
+    loader ``attn-dyn train`` uses: the foreground is the first ``cfg.n_classes``
+    of the paper's foreground classes (all of them by default).
+    """
+    from minimal_attn.datasets import default_foreground, load_mosaic_splits
+    from minimal_attn.mosaics import to_float_images
+
+    tb.get_device(cfg.device)                    # refuse an absent GPU before loading CIFAR
+    names = list(default_foreground(cfg.setting))[:cfg.n_classes]
+    splits = load_mosaic_splits(cfg.setting, cfg.m, cfg.n_train, 1, data_dir=cfg.data_dir,
+                                foreground=names, seed=cfg.seed)
+    X = to_float_images(splits.train.X)                                # (n, m, 3, 32, 32)
+    return (CNNFixedFocusModel(X, splits.train.y, cfg.n_classes, device=cfg.device,
+                               seed=cfg.seed, dataset=cfg.setting), splits.train.z)
+
+
+def run_fixed_focus(cfg, progress=None):
+    """:func:`minimal_attn.experiments_fixed_focus.run_fixed_focus` for every setting,
+    CIFAR ones included (mosaics and CNN built by :func:`cifar_model`)."""
+    from minimal_attn import experiments_fixed_focus as ff
+
+    resolved = ff.resolve(cfg)
+    model = None if resolved.setting == "linear-orthogonal" else cifar_model(resolved)
+    return ff.run_fixed_focus(cfg, progress=progress, model=model)

@@ -25,12 +25,14 @@ and the ratio is best vs best against the plain loop.
 
 import argparse
 import statistics
+import sys
 import time
 
 import torch
 
 from minimal_attn.backends import torch_backend as tb
 from minimal_attn.backends.torch_models import CPU_CHUNK, build_fcam
+from minimal_attn.errors import InputError
 
 
 def loop_forward(model, X, paradigm, layout):
@@ -81,8 +83,13 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--device", default=None, help="auto (default), cpu, cuda, cuda:K")
     args = parser.parse_args()
-
-    device = tb.get_device(args.device)
+    if min(args.m, args.batch, args.steps, args.rounds) < 1:
+        parser.error("--m, --batch, --steps and --rounds must be >= 1")
+    try:
+        device = tb.get_device(args.device)
+    except InputError as exc:                   # e.g. --device cuda without a GPU
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
     torch.manual_seed(0)
     X = torch.randn(args.batch, args.m, 3, 32, 32, device=device)              # (B, m, 3, 32, 32)
     y = torch.randint(0, 3, (args.batch,), device=device)

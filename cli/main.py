@@ -2,7 +2,9 @@
 
 Each subcommand lives in its own module and is imported only when it runs, so
 ``attn-dyn ode`` never pays for importing torch. Every error a user can cause
-(a bad value, a missing file) becomes one line on stderr and exit status 2.
+(a bad value, a missing file, an unwritable output, a run too big for the
+machine) becomes one line on stderr and exit status 2; Ctrl-C becomes one line
+saying what was kept, and exit status 130.
 """
 
 import importlib
@@ -12,6 +14,7 @@ import sys
 import click
 
 from minimal_attn import __version__
+from minimal_attn.cli.options import interrupt_note
 from minimal_attn.errors import InputError
 
 # command name -> "module:function" under minimal_attn.cli
@@ -34,7 +37,8 @@ class AttnDynGroup(click.Group):
         if name not in COMMANDS:
             return None
         module, attr = COMMANDS[name].split(":")
-        return getattr(importlib.import_module(f"minimal_attn.cli.{module}"), attr)
+        self.running = getattr(importlib.import_module(f"minimal_attn.cli.{module}"), attr)
+        return self.running
 
     def main(self, args=None, prog_name=None, complete_var=None,
              standalone_mode=True, **extra):
@@ -46,20 +50,32 @@ class AttnDynGroup(click.Group):
         except click.ClickException as exc:  # usage errors, bad option values
             _fail(exc.format_message(), exc.exit_code)
         except InputError as exc:
-            _fail(_as_option(exc), 2)
-        except click.Abort:
+            _fail(_as_option(exc, getattr(self, "running", None)), 2)
+        except click.Abort as exc:
+            # click turns Ctrl-C (KeyboardInterrupt) into Abort; keep it apart from EOF
+            if isinstance(exc.__cause__, KeyboardInterrupt):
+                _fail("interrupted; " + interrupt_note(), 130)
             _fail("aborted", 1)
         except KeyboardInterrupt:
-            _fail("interrupted", 130)
+            _fail("interrupted; " + interrupt_note(), 130)
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
-def _as_option(exc):
-    """The error's message with its library parameter (``n_train``) as the option (``--n-train``)."""
-    message, param = str(exc), getattr(exc, "param", None)
-    if param and "--" + param.replace("_", "-") not in message:
-        message = re.sub(rf"(?<![\w-]){re.escape(param)}(?!\w)",
-                         "--" + param.replace("_", "-"), message)
+def _as_option(exc, command=None):
+    """The message with each library parameter (``n_classes``) written as its option.
+
+    The option is the one of ``command`` that fills that parameter (``--classes``
+    fills ``n_classes``), else the parameter spelled as an option (``--n-train``).
+    """
+    message, params = str(exc), getattr(exc, "param", None)
+    options = {p.name: max(p.opts, key=len) for p in getattr(command, "params", ())
+               if isinstance(p, click.Option)}
+    for param in ([params] if isinstance(params, str) else list(params or ())):
+        option = options.get(param, "--" + param.replace("_", "-"))
+        if option not in message:
+            # the bare word only: not inside a path (out/x.tsv) or a longer name (t_max_)
+            message = re.sub(rf"(?<![\w\-/.\\]){re.escape(param)}(?![\w\-/\\]|\.\w)",
+                             option, message)
     return message
 
 

@@ -6,6 +6,7 @@ status 2, without a traceback.
 """
 
 import math
+import numbers
 
 from . import PARADIGMS
 
@@ -16,8 +17,9 @@ PARADIGM_ALIASES = {"soft": "sa", "hard": "ha", "lvml": "lv"}
 class InputError(ValueError):
     """Bad user input (a value, a file, a folder). The message is one line.
 
-    The library names Python parameters (``n_train``); pass ``param=`` and the
-    CLI rewrites that name into its option (``--n-train``) before printing.
+    The library names Python parameters (``n_train``); pass ``param=`` (one name
+    or a tuple of names) and the CLI rewrites each into its option
+    (``--n-train``) before printing.
     """
 
     def __init__(self, message, param=None):
@@ -35,22 +37,28 @@ def check_paradigm(name, allowed=PARADIGMS):
     return key
 
 
-def check_int_at_least(name, value, low):
+def check_int_at_least(name, value, low, param=None):
     """Require an integer ``value >= low`` (e.g. m >= 2 segments, C >= 2 classes)."""
-    if int(value) != value or value < low:
-        raise InputError(f"{name} must be an integer >= {low}, got {value}")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or \
+            not math.isfinite(value) or int(value) != value or value < low:
+        raise InputError(f"{name} must be an integer >= {low}, got {value}", param=param)
     return int(value)
 
 
-def check_alpha(alpha, name="alpha"):
+def check_alpha(alpha, name="alpha", param=None):
     """Require a foreground focus score in [0, 1]."""
     if not (isinstance(alpha, (int, float)) and 0.0 <= alpha <= 1.0):
-        raise InputError(f"{name} must lie in [0, 1], got {alpha}")
+        raise InputError(f"{name} must lie in [0, 1], got {alpha}", param=param)
     return float(alpha)
 
 
-def check_positive(name, value):
+def check_positive(name, value, param=None):
     """Require a finite number > 0 (a time horizon, a learning rate)."""
     if not (math.isfinite(value) and value > 0):
-        raise InputError(f"{name} must be a finite number > 0, got {value}")
+        raise InputError(f"{name} must be a finite number > 0, got {value}", param=param)
     return value
+
+
+def diverged(what, param="lr"):
+    """The error of a run whose loss became non-finite or grew by orders of magnitude."""
+    return InputError(f"{what}: diverged; lower the learning rate {param}", param=param)

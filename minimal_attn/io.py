@@ -1,35 +1,93 @@
-"""Atomic result files: a reader never sees a half-written CSV, JSON or PNG.
+"""Result files that are complete or absent: never half-written, checked before the work.
 
-Everything is first written to a temporary file in the target folder and then
-moved into place with :func:`os.replace`, which is atomic on POSIX and Windows.
+* :func:`check_output_dir` / :func:`check_output_file`: before any computing,
+  refuse an output path that cannot be written (without creating anything);
+* :func:`atomic_open` and the ``write_*`` helpers: a temporary sibling moved
+  into place with :func:`os.replace` (atomic on POSIX and Windows);
+* :func:`staged_folder`: a set of files that appears all together or not at
+  all; the folder is created only when the files are ready to be written.
+
+Every failure to write becomes an :class:`~minimal_attn.errors.InputError`
+naming the parameter (``out`` by default).
 """
 
 import contextlib
 import csv
 import json
 import os
+import shutil
 import tempfile
 
 from .errors import InputError
 
 
-def ensure_dir(path):
+def _nearest_existing(path):
+    """The deepest existing ancestor of ``path`` (``path`` itself if it exists)."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return path
+
+
+def _probe(folder, path, param):
+    """Create and delete a temporary file in ``folder``: the only reliable writability test
+    (``os.access`` says yes to root in /sys and /proc, where creating a file fails)."""
+    if not os.path.isdir(folder):
+        raise InputError(f"cannot write {path}: {folder} is a file, not a folder; "
+                         f"choose another {param}", param=param)
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise InputError(f"cannot write to {path}: {exc.strerror or exc}; "
+                         f"choose a writable {param}", param=param) from None
+
+
+def check_output_dir(path, param="out"):
+    """Refuse an output folder that cannot be created or written; create nothing."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise InputError(f"{param} {path} is a file; give a folder", param=param)
+    _probe(_nearest_existing(path), path, param)
+    return path
+
+
+def check_output_file(path, param="out"):
+    """Refuse an output file path that is a folder or cannot be written; create nothing."""
+    if os.path.isdir(path):
+        raise InputError(f"{param} {path} is a folder; give a file name", param=param)
+    _probe(_nearest_existing(os.path.dirname(os.path.abspath(path))), path, param)
+    return path
+
+
+def ensure_dir(path, param="out"):
     """Create ``path`` (and parents) or raise InputError if it cannot be written."""
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as exc:
-        raise InputError(f"cannot create output folder {path}: {exc.strerror}; "
-                         "choose a writable --out") from None
-    if not os.access(path, os.W_OK):
-        raise InputError(f"output folder {path} is not writable; choose a writable --out")
+        raise InputError(f"cannot create output folder {path}: {exc.strerror or exc}; "
+                         f"choose a writable {param}", param=param) from None
+    _probe(path, path, param)
     return path
 
 
 @contextlib.contextmanager
-def atomic_open(path, mode="w", **kwargs):
-    """Open a temporary sibling of ``path``; on success move it onto ``path``."""
+def atomic_open(path, mode="w", param="out", **kwargs):
+    """Open a temporary sibling of ``path``; on success move it onto ``path``.
+
+    The parent folder is created here, at write time. An OSError (disk full,
+    permissions changed since the check) becomes an InputError and leaves no
+    temporary file behind.
+    """
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=folder)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=folder)
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}; "
+                         f"choose a writable {param}", param=param) from None
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)      # mkstemp makes 0600; results are ordinary files
@@ -39,10 +97,41 @@ def atomic_open(path, mode="w", **kwargs):
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise InputError(f"cannot write {path}: {exc.strerror or exc}; "
+                             f"choose a writable {param}", param=param) from None
         raise
+
+
+@contextlib.contextmanager
+def staged_folder(path, param="out"):
+    """Yield a staging folder; on success move its files into ``path`` together.
+
+    ``path`` is created only now (so a failed or interrupted run leaves no empty
+    folder); on any failure the staged files are deleted and a folder created
+    here is removed again.
+    """
+    created = not os.path.isdir(path)
+    ensure_dir(path, param)
+    stage = None
+    try:
+        stage = tempfile.mkdtemp(prefix=".staging-", dir=path)
+        yield stage
+        for name in sorted(os.listdir(stage)):
+            os.replace(os.path.join(stage, name), os.path.join(path, name))
+    except BaseException as exc:
+        if created:
+            shutil.rmtree(path, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise InputError(f"cannot write to {path}: {exc.strerror or exc}; "
+                             f"choose a writable {param}", param=param) from None
+        raise
+    finally:
+        if stage is not None and os.path.isdir(stage):
+            shutil.rmtree(stage, ignore_errors=True)
 
 
 def write_json(path, obj):
@@ -59,7 +148,7 @@ def write_csv(path, header, rows):
 
 
 def write_text(path, text):
-    with atomic_open(path, "w") as f:
+    with atomic_open(path, "w", encoding="utf-8") as f:
         f.write(text)
 
 

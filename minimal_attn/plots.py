@@ -48,21 +48,28 @@ def _panels(result, key, ylabel, title, path, log_y):
                 ax.plot(epoch, exact, color="black", lw=0.9, ls="--", alpha=0.8)
         if log_y:
             ax.set_yscale("log")
+            # plain numbers ("1.1", "0.2") rather than "1.1 x 10^0" on a narrow log range
+            from matplotlib.ticker import LogFormatter
+
+            ax.yaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
+            ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False,
+                                                      minor_thresholds=(1, 0.4)))
         ax.set_title(PARADIGM_TITLES.get(p, p))
         ax.set_xlabel("epoch")
+        ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3)
-    axes[0][0].set_ylabel(ylabel)
     handles, labels = axes[0][-1].get_legend_handles_labels()
     if any(c.get(key + "_closed_form") is not None for cs in result.values()
            for c in cs.values()):
         handles.append(plt.Line2D([], [], color="black", lw=0.9, ls="--"))
         labels.append("closed form")
-    # fixed margins (tight_layout costs seconds on log axes); the legend right of the panels
+    # fixed margins (tight_layout costs seconds on log axes), the legend right of the
+    # panels; bbox_inches="tight" then grows the canvas so that no tick label is clipped
     fig.subplots_adjust(left=0.85 / fig.get_figwidth(), right=1 - 1.45 / fig.get_figwidth(),
-                        bottom=0.14, top=0.84, wspace=0.22 if log_y else 0.3)
+                        bottom=0.14, top=0.84, wspace=0.35)
     fig.legend(handles, labels, fontsize=8, loc="center right", frameon=False)
     fig.suptitle(title)
-    save_figure(fig, path, dpi=120)
+    save_figure(fig, path, dpi=120, bbox_inches="tight", pad_inches=0.1)
     plt.close(fig)
 
 

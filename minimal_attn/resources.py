@@ -28,6 +28,11 @@ def available_memory():
         return 1 << 62          # unknown: do not refuse
 
 
+def _names(param):
+    """``"m"`` or ``("m", "n_classes")`` -> ``"m or n_classes"`` (the CLI rewrites each)."""
+    return param if isinstance(param, str) else " or ".join(param)
+
+
 def _gib(n_bytes):
     return f"{n_bytes / 2**30:.3g} GiB"
 
@@ -40,7 +45,7 @@ def check_memory(n_bytes, what, param, available=None):
     available = available_memory() if available is None else available
     if n_bytes > 0.8 * available:
         raise InputError(f"{what} needs about {_gib(n_bytes)} of memory but only "
-                         f"{_gib(available)} is available; lower {param}", param=param)
+                         f"{_gib(available)} is available; lower {_names(param)}", param=param)
     return n_bytes
 
 
@@ -48,5 +53,5 @@ def check_steps(n_steps, what, param):
     """Raise InputError if a run would take more than MAX_STEPS steps."""
     if n_steps > MAX_STEPS:
         raise InputError(f"{what} would take {n_steps:.3g} steps (limit {MAX_STEPS:.0e}); "
-                         f"lower {param}", param=param)
+                         f"lower {_names(param)}", param=param)
     return n_steps

@@ -131,6 +131,9 @@ def read_lines(path, what="file"):
     except OSError as exc:
         raise InputError(f"cannot read {what} {path}: {exc.strerror}; "
                          "check its permissions") from None
+    if any("\x00" in line for line in lines):
+        raise InputError(f"{what} {path} is binary (it contains NUL bytes), not text; "
+                         "give a UTF-8 text file with one sentence per line")
     if not any(line.strip() for line in lines):
         raise InputError(f"{what} {path} is empty; give a file with one sentence per line")
     return lines
@@ -160,6 +163,10 @@ def read_parallel(src_path, tgt_path, tokenizer=tokenize, drop_empty=True):
             f"{tgt_path} has {len(tgt_lines)}; parallel files must be line-aligned")
     src = [tokenizer(s) for s in src_lines]
     tgt = [tokenizer(t) for t in tgt_lines]
+    for path, side in ((src_path, src), (tgt_path, tgt)):
+        if not any(w.isprintable() for sentence in side for w in sentence):
+            raise InputError(f"{path} has no usable word (only control characters); "
+                             "give a text file with one sentence per line")
     if drop_empty:
         keep = [n for n in range(len(src)) if src[n] and tgt[n]]
         src, tgt = [src[n] for n in keep], [tgt[n] for n in keep]

@@ -3,8 +3,6 @@
 import csv
 import json
 import pickle
-import sys
-import types
 
 import numpy as np
 import pytest
@@ -86,6 +84,7 @@ def test_help_states_the_defaults():
 @pytest.mark.parametrize("args, message", [
     (["--alphas", "0.2,1.5"], "[0, 1]"),
     (["--alphas", "0.2,x"], "comma-separated"),
+    (["--alphas", "0.2,nan"], "[0, 1]"),
     (["--alphas", "0.2,0.20"], "repeated"),
     (["--paradigm", "hybrid"], "schedule"),
     (["--paradigm", "sa,banana"], "unknown paradigm"),
@@ -144,7 +143,8 @@ class StandInCNN:
         assert X.dtype == np.float32 and X.ndim == 5 and X.shape[2:] == (3, 32, 32)
         assert abs(float(X.mean())) < 3                  # normalised, not 0..255
         StandInCNN.made.append({"shape": X.shape, "n_classes": n_classes, "device": device,
-                                "labels": sorted(set(y.tolist())), "dataset": dataset})
+                                "labels": sorted(set(y.tolist())), "dataset": dataset,
+                                "X": X, "y": y})
         self.inner = ff.LinearFixedFocusModel(X.reshape(X.shape[0], X.shape[1], -1) / 50.0,
                                               y, n_classes)
 
@@ -154,9 +154,8 @@ class StandInCNN:
 
 @pytest.fixture
 def stand_in(monkeypatch):
-    module = types.ModuleType("minimal_attn.backends.torch_fixed_focus")
-    module.CNNFixedFocusModel = StandInCNN
-    monkeypatch.setitem(sys.modules, "minimal_attn.backends.torch_fixed_focus", module)
+    tff = pytest.importorskip("minimal_attn.backends.torch_fixed_focus")
+    monkeypatch.setattr(tff, "CNNFixedFocusModel", StandInCNN)
     StandInCNN.made.clear()
     return StandInCNN.made
 
@@ -167,8 +166,9 @@ def test_cifar10_wiring(shared_data, stand_in, tmp_path):
             "--n-train", "9", "--m", "3", "--epochs", "2", "--lr", "0.01", "--alphas", "0.5",
             "--device", "cpu", "--json", "--out", str(tmp_path))
     assert r.exit_code == 0, r.output
-    assert stand_in == [{"shape": (9, 3, 3, 32, 32), "n_classes": 3, "device": "cpu",
-                         "labels": [0, 1, 2], "dataset": "cifar10"}]
+    made = {k: v for k, v in stand_in[0].items() if k not in ("X", "y")}
+    assert made == {"shape": (9, 3, 3, 32, 32), "n_classes": 3, "device": "cpu",
+                    "labels": [0, 1, 2], "dataset": "cifar10"}
     c = json.loads(r.stdout)["lv"]["0.5"]
     assert c["loss_closed_form"] is None and c["incentive_closed_form"] is None
     assert c["loss"][0] == pytest.approx(np.log(3)) and c["loss"][-1] < c["loss"][0]
@@ -177,27 +177,47 @@ def test_cifar10_wiring(shared_data, stand_in, tmp_path):
     assert rows[1][4:] == ["", ""]                      # no closed form for CIFAR
 
 
-def test_cifar100_wiring(tmp_path, stand_in):
-    """A tiny CIFAR-100 archive (one image per fine class): the first --classes are foreground."""
-    root = tmp_path / "cifar-100-python"
-    root.mkdir()
-    rng = np.random.default_rng(0)
+def _fake_cifar100(root):
+    """A CIFAR-100 archive with 2 images per fine class; every pixel of an image of class k
+    is k, so a mosaic segment tells which class it came from."""
+    from minimal_attn.datasets import CIFAR100_FOREGROUND
+
+    others = [f"thing{k:02d}" for k in range(50)]
+    names = sorted(list(CIFAR100_FOREGROUND) + others)  # the paper's classes, not the first 50
+    (root / "cifar-100-python").mkdir()
+    labels = [k for k in range(100) for _ in range(2)]
     for split in ("train", "test"):
-        with open(root / split, "wb") as f:
-            pickle.dump({b"data": rng.integers(0, 256, (100, 3072), dtype=np.uint8),
-                         b"fine_labels": list(range(100)),
-                         b"coarse_labels": [k // 5 for k in range(100)]}, f)
-    with open(root / "meta", "wb") as f:
-        pickle.dump({b"fine_label_names": [f"c{k}".encode() for k in range(100)],
+        with open(root / "cifar-100-python" / split, "wb") as f:
+            pickle.dump({b"data": np.repeat(np.array(labels, np.uint8)[:, None], 3072, 1),
+                         b"fine_labels": labels,
+                         b"coarse_labels": [k // 5 for k in labels]}, f)
+    with open(root / "cifar-100-python" / "meta", "wb") as f:
+        pickle.dump({b"fine_label_names": [n.encode() for n in names],
                      b"coarse_label_names": [f"s{k}".encode() for k in range(20)]}, f)
+    return names
+
+
+def test_cifar100_foreground_is_the_papers_as_in_train(tmp_path, stand_in):
+    """The first --classes of the 50 animal and people classes, whatever the archive order."""
+    from minimal_attn.datasets import CIFAR100_FOREGROUND
+    from minimal_attn.mosaics import CIFAR10_MEAN, CIFAR10_STD
+
+    names = _fake_cifar100(tmp_path)
     r = run("fixed-focus", "--setting", "cifar100", "--data-dir", str(tmp_path),
             "--classes", "4", "--n-train", "8", "--m", "2", "--epochs", "1", "--paradigm", "ha")
     assert r.exit_code == 0, r.output
-    assert stand_in[0]["n_classes"] == 4 and stand_in[0]["labels"] == [0, 1, 2, 3]
-    assert stand_in[0]["dataset"] == "cifar100"
+    made = stand_in[0]
+    assert made["n_classes"] == 4 and made["labels"] == [0, 1, 2, 3]
+    assert made["dataset"] == "cifar100"
+    # undo the normalisation of the red channel: the pixel value is the archive class index
+    red = made["X"][:, :, 0, 0, 0] * CIFAR10_STD[0] + CIFAR10_MEAN[0]          # (n, m)
+    segment_class = np.rint(red * 255).astype(int)
+    for n, label in enumerate(made["y"]):
+        fg_classes = {names[k] for k in segment_class[n]} & set(CIFAR100_FOREGROUND[:4])
+        assert fg_classes == {CIFAR100_FOREGROUND[label]}
     r = run("fixed-focus", "--setting", "cifar100", "--data-dir", str(tmp_path),
-            "--classes", "100", "--epochs", "1")
-    assert r.exit_code == 2 and "--classes must be below 100" in r.stderr
+            "--classes", "51", "--epochs", "1")
+    assert r.exit_code == 2 and "--classes must be at most 50" in r.stderr
 
 
 def test_cifar10_with_the_real_cnn(shared_data, tmp_path):
@@ -215,3 +235,25 @@ def test_cifar10_with_the_real_cnn(shared_data, tmp_path):
             # a freshly initialised classifier is close to uniform over 3 classes
             assert abs(c["loss"][0] - np.log(3)) < 0.3
         assert out[p]["1.0"]["incentive"] == [0.0, 0.0]        # alpha' = alpha at alpha = 1
+
+
+def test_divergence_and_size_are_refused_with_the_fix(tmp_path):
+    r = run(*SMALL, "--lr", "1e300", "--out", str(tmp_path / "o"))
+    assert r.exit_code == 2 and "diverged; lower the learning rate --lr" in r.stderr
+    assert not (tmp_path / "o").exists()
+    r = run("fixed-focus", "--m", "1000000")
+    assert r.exit_code == 2 and "GiB" in r.stderr and "lower --m or --classes" in r.stderr
+
+
+def test_library_call_equals_the_command():
+    from minimal_attn.experiments_fixed_focus import (
+        FixedFocusConfig,
+        fixed_focus_json,
+        run_fixed_focus,
+    )
+
+    r = run(*SMALL, "--alphas", "0.3,1", "--paradigm", "lv", "--json")
+    cfg = FixedFocusConfig(m=4, n_classes=3, epochs=6, lr=0.1, alphas=["0.3", "1"],
+                           paradigms=["lv"])
+    assert json.loads(r.stdout) == json.loads(json.dumps(fixed_focus_json(
+        run_fixed_focus(cfg))))

@@ -101,3 +101,65 @@ def test_comma_list_of_paradigms():
     assert r.exit_code == 0 and list(json.loads(r.stdout)) == ["lv", "sa"]
     r = run("ode", "--paradigm", "sa,sa")
     assert r.exit_code == 2 and "once each" in r.stderr
+
+
+def test_ctrl_c_exits_130_with_one_line_and_writes_nothing(tmp_path, monkeypatch):
+    from minimal_attn import experiments_ode
+
+    def interrupted(cfg, progress=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(experiments_ode, "run_ode", interrupted)
+    r = run("ode", "--m", "3", "--classes", "2", "--out", str(tmp_path / "out"))
+    lines = r.stderr.strip().splitlines()
+    assert r.exit_code == 130 and len(lines) == 1
+    assert lines[0].startswith("Error: interrupted; nothing was written")
+    assert not (tmp_path / "out").exists()
+
+
+def test_every_json_key_is_in_the_help():
+    r = run("ode", "--m", "3", "--classes", "2", "--json", "--t-eval", "1", "--t-max", "1",
+            "--simulate")
+    entry = json.loads(r.stdout)["sa"]
+    r2 = run("ode", "--json", "--t-eval", "1", "--t-max", "1", "--paradigm", "sa")
+    keys = set(entry) | set(entry["simulated"]) | set(json.loads(r2.stdout)["sa"])
+    help_text = run("ode", "--help").output
+    assert keys == {"t", "mu", "nu", "alpha", "beta", "m", "C", "simulated", "settings"}
+    assert all(f'"{k}"' in help_text for k in keys)
+    assert "lvml" in help_text
+
+
+def test_library_call_equals_the_command(tmp_path):
+    """A Python user gets the CLI's numbers and files from experiments_ode."""
+    from minimal_attn.experiments_ode import OdeConfig, ode_json, run_ode, write_ode
+
+    cfg = OdeConfig(paradigms=("ha", "lv"), m=6, n_classes=4, t_eval=[0.5, 3.0])
+    r = run("ode", "--paradigm", "ha,lv", "--m", "6", "--classes", "4", "--t-eval", "0.5,3",
+            "--json")
+    assert json.loads(r.stdout) == json.loads(json.dumps(ode_json(run_ode(cfg))))
+    names = write_ode(run_ode(cfg), str(tmp_path / "o"))
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == sorted(names) == [
+        "ode.png", "ode_ha.csv", "ode_lv.csv"]
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--simulate", "--m", "1000000"], ["GiB", "lower --m or --classes"]),
+    (["--simulate", "--t-eval", "1e12"], ["gradient steps", "--lr"]),
+    (["--t-eval", "nan"], ["--t-eval", "finite"]),
+])
+def test_refusals_name_the_estimate_and_the_option(args, words):
+    r = run("ode", *args)
+    assert r.exit_code == 2 and all(w in r.stderr for w in words), r.stderr
+
+
+def test_parameters_become_the_commands_options_but_not_inside_paths():
+    from minimal_attn.cli.main import _as_option, cli
+    from minimal_attn.errors import InputError
+
+    ode_cmd = cli.get_command(None, "ode")
+    exc = InputError("cannot write to /tmp/out/m: denied; choose a writable out",
+                     param="out")
+    assert _as_option(exc, ode_cmd) == ("cannot write to /tmp/out/m: denied; "
+                                        "choose a writable --out")
+    exc = InputError("lower m or n_classes", param=("m", "n_classes"))
+    assert _as_option(exc, ode_cmd) == "lower --m or --classes"      # --classes fills n_classes

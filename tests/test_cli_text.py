@@ -164,3 +164,35 @@ def test_help(command):
     r = run(command, "--help")
     assert r.exit_code == 0
     assert "Examples:\n" in r.stdout and f"attn-dyn {command} --src" in r.stdout
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--lr", "1e30"], ["diverged; lower the learning rate --lr"]),
+    (["--min-count", "1000"], ["<unk>", "lower --min-count"]),
+    (["--dim", "100000000"], ["GiB", "--dim"]),
+])
+def test_proxy_refusals_say_what_to_change(corpus, tmp_path, extra, words):
+    r = run("proxy", "--src", corpus[0], "--tgt", corpus[1], "--epochs", "1",
+            "--holdout", "0.25", "--min-count", "1", *extra, "--out", tmp_path / "r.json")
+    assert r.exit_code == 2 and all(w in r.stderr for w in words), r.stderr
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_ibm1_refuses_nul_bytes(tmp_path):
+    (tmp_path / "n.txt").write_bytes(b"\x00" * 50)
+    r = run("ibm1", "--src", tmp_path / "n.txt", "--tgt", tmp_path / "n.txt")
+    assert r.exit_code == 2 and "NUL bytes" in r.stderr
+
+
+def test_proxy_library_call_and_holdout_split(corpus):
+    from minimal_attn.experiments_text import ProxyExperiment, holdout_split, run_proxy
+    from minimal_attn.proxy import ProxyConfig
+
+    train, held = holdout_split((list("abcdefghij"), list("ABCDEFGHIJ")), 0.3)
+    assert train == (list("abcdefg"), list("ABCDEFG")) and held == (list("hij"), list("HIJ"))
+    cfg = ProxyExperiment(model=ProxyConfig(epochs=2), min_count=1, holdout=0.25)
+    report = run_proxy(corpus[0], corpus[1], cfg)
+    r = run("proxy", "--src", corpus[0], "--tgt", corpus[1], "--epochs", "2",
+            "--min-count", "1", "--holdout", "0.25", "--json")
+    assert json.loads(r.stdout) == json.loads(json.dumps(report))
+    assert report["train_pairs"] == 6 and report["heldout_pairs"] == 2

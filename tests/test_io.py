@@ -1,4 +1,4 @@
-"""Atomic result files: complete or absent, never half-written."""
+"""Result files: complete or absent, never half-written, and checked before the work."""
 
 import os
 import stat
@@ -7,6 +7,9 @@ import pytest
 
 from minimal_attn import io
 from minimal_attn.errors import InputError
+
+UNWRITABLE = "/proc/attn-dyn-test"      # even root cannot create files in /proc
+needs_proc = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="no Linux /proc")
 
 
 def test_atomic_write_is_all_or_nothing(tmp_path):
@@ -26,7 +29,55 @@ def test_files_get_ordinary_permissions(tmp_path):
     assert mode & stat.S_IRGRP and mode & stat.S_IROTH
 
 
-def test_ensure_dir_refuses_a_file_path(tmp_path):
+def test_ensure_dir_refuses_a_file_path_naming_the_parameter(tmp_path):
     (tmp_path / "f").write_text("x")
-    with pytest.raises(InputError, match="--out"):
-        io.ensure_dir(str(tmp_path / "f" / "sub"))
+    with pytest.raises(InputError) as info:
+        io.ensure_dir(str(tmp_path / "f" / "sub"), param="folder")
+    assert info.value.param == "folder" and "f/sub" in str(info.value)
+
+
+def test_checks_create_nothing(tmp_path):
+    io.check_output_dir(str(tmp_path / "a" / "b"))
+    io.check_output_file(str(tmp_path / "c" / "r.json"))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_checks_refuse_files_and_folders(tmp_path):
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(InputError, match="is a file"):
+        io.check_output_dir(str(tmp_path / "f"))
+    with pytest.raises(InputError, match="is a file"):
+        io.check_output_dir(str(tmp_path / "f" / "sub"))
+    with pytest.raises(InputError, match="is a folder"):
+        io.check_output_file(str(tmp_path))
+
+
+@needs_proc
+def test_unwritable_places_are_refused_before_and_at_write_time():
+    with pytest.raises(InputError) as info:
+        io.check_output_dir(UNWRITABLE)
+    assert info.value.param == "out"
+    with pytest.raises(InputError):
+        io.check_output_file(UNWRITABLE + ".tsv")
+    with pytest.raises(InputError):                   # at write time: no OSError escapes
+        io.write_text(UNWRITABLE + ".tsv", "x")
+
+
+def test_staged_folder_appears_whole_or_not_at_all(tmp_path):
+    out = tmp_path / "new"
+    with pytest.raises(RuntimeError):
+        with io.staged_folder(str(out)) as stage:
+            io.write_text(os.path.join(stage, "a.txt"), "a")
+            raise RuntimeError("crash between two files")
+    assert not out.exists()                           # the folder it created is gone again
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "keep.txt").write_text("k")
+    with pytest.raises(KeyboardInterrupt):
+        with io.staged_folder(str(tmp_path / "old")) as stage:
+            io.write_text(os.path.join(stage, "a.txt"), "a")
+            raise KeyboardInterrupt
+    assert sorted(p.name for p in (tmp_path / "old").iterdir()) == ["keep.txt"]
+    with io.staged_folder(str(out)) as stage:
+        io.write_text(os.path.join(stage, "a.txt"), "a")
+        io.write_text(os.path.join(stage, "b.txt"), "b")
+    assert sorted(p.name for p in out.iterdir()) == ["a.txt", "b.txt"]

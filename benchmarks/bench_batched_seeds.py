@@ -1,0 +1,119 @@
+"""Training throughput: S seeds of one paradigm batched vs S sequential ``train_run`` calls.
+
+Both sides do the same work: S seeds x E epochs of SGD with momentum on the same
+mosaics (``load_mosaic_splits("synthetic", ...)``), a test evaluation after
+every epoch and a final train and test evaluation per seed.
+
+* **sequential**: ``torch_train.train_run`` once per seed (the plain loop);
+* **batched (loop)** / **batched (grouped)**: ``torch_batched_train.train_seeds_batched``
+  (which ends with the same final evaluations) with per-seed convolutions (the
+  CPU default) or one grouped convolution per layer (the GPU default; channels-last
+  or NCHW).
+
+Each variant is warmed up (one step, cuDNN autotuning); rounds alternate
+between the variants so a busy shared machine slows all alike, and the best
+round of each counts. mosaics/s = S * E * n_train / seconds; the ratio is
+best vs best against sequential. The CPU seconds of this process are printed
+too: on a busy shared CPU they are less disturbed by other jobs than wall time.
+
+    python benchmarks/bench_batched_seeds.py --width 0.25 --n-train 200 --epochs 1
+    python benchmarks/bench_batched_seeds.py --device cuda --seeds 12 --n-train 2000 --epochs 2
+"""
+
+import argparse
+import sys
+import time
+
+import torch
+
+from minimal_attn.backends import torch_backend as tb
+from minimal_attn.backends.torch_batched_train import train_seeds_batched
+from minimal_attn.backends.torch_train import TrainConfig, train_run
+from minimal_attn.datasets import load_mosaic_splits
+from minimal_attn.errors import InputError
+
+
+def sequential(config, seeds, splits):
+    for seed in seeds:
+        config.seed = seed
+        train_run(config, splits.train, splits.test, progress=False)
+
+
+def batched(mode):
+    def go(config, seeds, splits):
+        train_seeds_batched(config, seeds, splits.train, splits.test, mode=mode)
+    return go
+
+
+def timed(fn, config, seeds, splits, device):
+    """(wall seconds, CPU seconds of this process) of one call."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start, cpu = time.perf_counter(), time.process_time()
+    fn(config, seeds, splits)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start, time.process_time() - cpu
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:K")
+    parser.add_argument("--seeds", type=int, default=12)
+    parser.add_argument("--paradigm", default="ha", choices=["sa", "ha", "lv", "hybrid"])
+    parser.add_argument("--m", type=int, default=5)
+    parser.add_argument("--n-train", type=int, default=200)
+    parser.add_argument("--n-test", type=int, default=100)
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--batch", type=int, default=25)
+    parser.add_argument("--width", type=float, default=1.0)
+    parser.add_argument("--modes", default=None,
+                        help="batched variants, comma list of loop,grouped,grouped_nchw "
+                             "(default: loop on cpu, all three on cuda)")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    args = parser.parse_args()
+    try:
+        device = tb.get_device(args.device)
+    except InputError as err:
+        print(f"Error: {err}", file=sys.stderr)
+        sys.exit(2)
+    torch.set_num_threads(args.threads)
+    modes = (args.modes or ("grouped,grouped_nchw,loop" if device.type == "cuda"
+                          else "loop")).split(",")
+    splits = load_mosaic_splits("synthetic", args.m, args.n_train, args.n_test)
+    seeds = list(range(args.seeds))
+    config = TrainConfig(paradigm=args.paradigm, epochs=args.epochs, batch_size=args.batch,
+                         width=args.width, device=str(device), switch_epoch=args.epochs // 2)
+    variants = {"sequential": sequential}
+    variants.update({f"batched ({mode})": batched(mode) for mode in modes})
+
+    warm = TrainConfig(**{**vars(config), "epochs": 1})
+    # same batch and evaluation shapes as the timed runs, so cuDNN autotunes them here
+    warm_splits = load_mosaic_splits("synthetic", args.m, args.batch, args.n_test)
+    for fn in variants.values():
+        fn(warm, seeds[:2] if fn is sequential else seeds, warm_splits)
+    rounds = {name: [] for name in variants}
+    for _ in range(args.rounds):
+        for name, fn in variants.items():
+            rounds[name].append(timed(fn, config, seeds, splits, device))
+    seconds = {name: min(v[0] for v in values) for name, values in rounds.items()}
+    cpu = {name: min(v[1] for v in values) for name, values in rounds.items()}
+
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    print(f"device: {device} ({name}), torch {torch.__version__}, "
+          f"threads {torch.get_num_threads()}")
+    print(f"{args.seeds} seeds, paradigm {args.paradigm}, m={args.m}, width {args.width}, "
+          f"n_train {args.n_train}, n_test {args.n_test}, batch {args.batch}, "
+          f"{args.epochs} epoch(s), best of {args.rounds} round(s)")
+    work = args.seeds * args.epochs * args.n_train
+    base = seconds["sequential"]
+    print(f"{'variant':<24}{'seconds':>9}{'mosaics/s':>11}{'ratio vs sequential':>21}"
+          f"{'CPU s':>8}{'CPU ratio':>11}")
+    for variant, sec in seconds.items():
+        print(f"{variant:<24}{sec:>9.2f}{work / sec:>11.1f}{base / sec:>21.2f}"
+              f"{cpu[variant]:>8.2f}{cpu['sequential'] / cpu[variant]:>11.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,304 @@
+"""A sweep of invalid ``attn-dyn`` invocations: each must end in ONE line on stderr
+(``Error: ...``), exit status 2, no traceback, and nothing written.
+
+``CASES`` is the table; ``tests/test_invalid_inputs.py`` runs it in-process
+(CliRunner, fast). Run this file to sweep with real processes and a timeout
+per case, and print one row per case:
+
+    python tests/invalid_inputs.py               # every command
+    python tests/invalid_inputs.py ode proxy     # only cases whose id starts so
+
+Placeholders in an argument: ``{tmp}`` a scratch folder (also the working
+directory), ``{out}`` = ``{tmp}/out`` (must not exist afterwards), ``{src}`` /
+``{tgt}`` a small parallel corpus, ``{short}`` the corpus minus a line, ``{nul}``
+NUL bytes, ``{ctrl}`` control characters only, ``{latin1}`` non-UTF-8 text,
+``{empty}`` an empty file, ``{afile}`` an ordinary file, ``{cifar10}`` the shared
+CIFAR-10 folder (cases skipped when absent), ``{ckpt_random}`` / ``{ckpt_cut}`` /
+``{ckpt_torch}`` run folders holding a checkpoint of random bytes, a truncated
+zip, and a torch checkpoint of another format.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+NO_GPU = "cuda is absent"          # a case needing that no GPU is present
+
+
+class Case(NamedTuple):
+    id: str
+    args: tuple
+    needs: str = ""                # "cifar10", "no-gpu" or "torch"
+    train: bool = False            # train rows: fixed by the train helper
+
+
+def _c(id_, *args, needs="", train=False):
+    return Case(id_, tuple(args), needs, train)
+
+
+SMALL_FF = ("--m", "4", "--classes", "3", "--epochs", "5", "--lr", "0.1")
+PROXY = ("proxy", "--src", "{src}", "--tgt", "{tgt}", "--epochs", "1", "--min-count", "1")
+IBM1 = ("ibm1", "--src", "{src}", "--tgt", "{tgt}")
+TRAIN_SMALL = ("--epochs", "1", "--n-train", "20", "--n-test", "10", "--paradigm", "ha",
+               "--no-progress")
+
+CASES = [
+    # ---- the group
+    _c("group-unknown-command", "nosuchcommand"),
+    _c("group-unknown-option", "--bogus"),
+    # ---- ode
+    _c("ode-t-eval-nan", "ode", "--t-eval", "nan", "--m", "5", "--classes", "3", "--out", "{out}"),
+    _c("ode-t-eval-inf", "ode", "--t-eval", "inf", "--out", "{out}"),
+    _c("ode-t-eval-negative", "ode", "--t-eval", "-1,2", "--out", "{out}"),
+    _c("ode-t-eval-words", "ode", "--t-eval", "a,b", "--out", "{out}"),
+    _c("ode-t-eval-empty", "ode", "--t-eval", ",", "--out", "{out}"),
+    _c("ode-m-1", "ode", "--m", "1", "--out", "{out}"),
+    _c("ode-m-text", "ode", "--m", "abc", "--out", "{out}"),
+    _c("ode-classes-1", "ode", "--classes", "1", "--out", "{out}"),
+    _c("ode-lr-0", "ode", "--simulate", "--lr", "0", "--out", "{out}"),
+    _c("ode-lr-nan", "ode", "--lr", "nan", "--out", "{out}"),
+    _c("ode-t-max-0", "ode", "--t-max", "0", "--out", "{out}"),
+    _c("ode-t-max-inf", "ode", "--t-max", "inf", "--out", "{out}"),
+    _c("ode-alpha-1.5", "ode", "--alpha", "1.5", "--out", "{out}"),
+    _c("ode-alpha-nan", "ode", "--alpha", "nan", "--out", "{out}"),
+    _c("ode-paradigm-hybrid", "ode", "--paradigm", "hybrid", "--out", "{out}"),
+    _c("ode-paradigm-unknown", "ode", "--paradigm", "banana", "--out", "{out}"),
+    _c("ode-paradigm-repeated", "ode", "--paradigm", "sa,soft", "--out", "{out}"),
+    _c("ode-paradigm-empty", "ode", "--paradigm", ",", "--out", "{out}"),
+    _c("ode-out-sys", "ode", "--m", "5", "--classes", "3", "--out", "/sys/kernel"),
+    _c("ode-out-proc", "ode", "--m", "5", "--classes", "3", "--out", "/proc/attn-dyn"),
+    _c("ode-out-file", "ode", "--m", "5", "--classes", "3", "--out", "{afile}"),
+    _c("ode-out-under-file", "ode", "--m", "5", "--classes", "3", "--out", "{afile}/sub"),
+    _c("ode-simulate-m-huge", "ode", "--simulate", "--m", "1000000", "--out", "{out}"),
+    _c("ode-simulate-classes-huge", "ode", "--simulate", "--classes", "1000000",
+       "--out", "{out}"),
+    _c("ode-simulate-lr-tiny", "ode", "--simulate", "--lr", "1e-12", "--out", "{out}"),
+    _c("ode-simulate-t-eval-huge", "ode", "--simulate", "--t-eval", "1e12", "--out", "{out}"),
+    # ---- fixed-focus
+    _c("ff-alphas-above-1", "fixed-focus", *SMALL_FF, "--alphas", "0.2,1.5", "--out", "{out}"),
+    _c("ff-alphas-word", "fixed-focus", *SMALL_FF, "--alphas", "0.2,x", "--out", "{out}"),
+    _c("ff-alphas-repeated", "fixed-focus", *SMALL_FF, "--alphas", "0.2,0.20", "--out", "{out}"),
+    _c("ff-alphas-nan", "fixed-focus", *SMALL_FF, "--alphas", "nan", "--out", "{out}"),
+    _c("ff-alphas-empty", "fixed-focus", *SMALL_FF, "--alphas", ",", "--out", "{out}"),
+    _c("ff-paradigm-hybrid", "fixed-focus", *SMALL_FF, "--paradigm", "hybrid", "--out", "{out}"),
+    _c("ff-paradigm-unknown", "fixed-focus", *SMALL_FF, "--paradigm", "x", "--out", "{out}"),
+    _c("ff-epochs-0", "fixed-focus", *SMALL_FF, "--epochs", "0", "--out", "{out}"),
+    _c("ff-lr-negative", "fixed-focus", *SMALL_FF, "--lr", "-1", "--out", "{out}"),
+    _c("ff-lr-inf", "fixed-focus", *SMALL_FF, "--lr", "inf", "--out", "{out}"),
+    _c("ff-lr-diverges", "fixed-focus", *SMALL_FF, "--lr", "1e300", "--out", "{out}"),
+    _c("ff-delta-0", "fixed-focus", *SMALL_FF, "--delta", "0", "--out", "{out}"),
+    _c("ff-delta-nan", "fixed-focus", *SMALL_FF, "--delta", "nan", "--out", "{out}"),
+    _c("ff-delta-2", "fixed-focus", *SMALL_FF, "--delta", "2", "--out", "{out}"),
+    _c("ff-m-1", "fixed-focus", *SMALL_FF, "--m", "1", "--out", "{out}"),
+    _c("ff-classes-1", "fixed-focus", *SMALL_FF, "--classes", "1", "--out", "{out}"),
+    _c("ff-m-huge", "fixed-focus", "--m", "1000000", "--out", "{out}"),
+    _c("ff-classes-huge", "fixed-focus", "--classes", "1000000", "--out", "{out}"),
+    _c("ff-epochs-huge", "fixed-focus", "--epochs", "1000000000000", "--out", "{out}"),
+    _c("ff-n-train-0", "fixed-focus", *SMALL_FF, "--n-train", "0", "--out", "{out}"),
+    _c("ff-setting-unknown", "fixed-focus", "--setting", "mnist", "--out", "{out}"),
+    _c("ff-cifar-no-data-dir", "fixed-focus", "--setting", "cifar10", "--out", "{out}"),
+    _c("ff-cifar-missing-dir", "fixed-focus", "--setting", "cifar10", "--data-dir",
+       "{tmp}/nope", "--out", "{out}"),
+    _c("ff-cifar-classes-4", "fixed-focus", "--setting", "cifar10", "--data-dir", "{cifar10}",
+       "--classes", "4", "--out", "{out}", needs="cifar10"),
+    _c("ff-cifar-n-train-huge", "fixed-focus", "--setting", "cifar10", "--data-dir",
+       "{cifar10}", "--n-train", "100000000", "--out", "{out}", needs="cifar10"),
+    _c("ff-cifar-device-cuda", "fixed-focus", "--setting", "cifar10", "--data-dir", "{cifar10}",
+       "--device", "cuda", "--n-train", "4", "--epochs", "1", "--out", "{out}",
+       needs="cifar10,no-gpu"),
+    _c("ff-out-sys", "fixed-focus", *SMALL_FF, "--out", "/sys/kernel"),
+    _c("ff-out-file", "fixed-focus", *SMALL_FF, "--out", "{afile}"),
+    # ---- ibm1
+    _c("ibm1-no-src", "ibm1", "--tgt", "{tgt}"),
+    _c("ibm1-src-missing", "ibm1", "--src", "{tmp}/nope.txt", "--tgt", "{tgt}"),
+    _c("ibm1-src-folder", "ibm1", "--src", "{tmp}", "--tgt", "{tgt}"),
+    _c("ibm1-nul-bytes", "ibm1", "--src", "{nul}", "--tgt", "{nul}", "--out", "{out}"),
+    _c("ibm1-control-chars", "ibm1", "--src", "{ctrl}", "--tgt", "{ctrl}", "--out", "{out}"),
+    _c("ibm1-not-utf8", "ibm1", "--src", "{latin1}", "--tgt", "{tgt}", "--out", "{out}"),
+    _c("ibm1-empty", "ibm1", "--src", "{empty}", "--tgt", "{empty}", "--out", "{out}"),
+    _c("ibm1-line-counts", "ibm1", "--src", "{src}", "--tgt", "{short}", "--out", "{out}"),
+    _c("ibm1-iterations-0", *IBM1, "--iterations", "0", "--out", "{out}"),
+    _c("ibm1-k-negative", *IBM1, "-k", "-1", "--out", "{out}"),
+    _c("ibm1-iterations-huge", *IBM1, "--iterations", "10000000000", "--out", "{out}"),
+    _c("ibm1-out-proc", *IBM1, "--out", "/proc/x.tsv"),
+    _c("ibm1-out-sys", *IBM1, "--out", "/sys/kernel/x.tsv"),
+    _c("ibm1-out-folder", *IBM1, "--out", "{tmp}"),
+    _c("ibm1-out-under-file", *IBM1, "--out", "{afile}/x.tsv"),
+    # ---- proxy
+    _c("proxy-min-count-huge", *PROXY, "--min-count", "1000000", "--out", "{out}"),
+    _c("proxy-min-count-0", *PROXY, "--min-count", "0", "--out", "{out}"),
+    _c("proxy-dim-huge", *PROXY, "--dim", "100000000", "--out", "{out}"),
+    _c("proxy-dim-0", *PROXY, "--dim", "0", "--out", "{out}"),
+    _c("proxy-lr-diverges", *PROXY, "--lr", "1e30", "--out", "{out}"),
+    _c("proxy-lr-0", *PROXY, "--lr", "0", "--out", "{out}"),
+    _c("proxy-lr-nan", *PROXY, "--lr", "nan", "--out", "{out}"),
+    _c("proxy-epochs-0", *PROXY, "--epochs", "0", "--out", "{out}"),
+    _c("proxy-batch-size-0", *PROXY, "--batch-size", "0", "--out", "{out}"),
+    _c("proxy-ibm-iterations-0", *PROXY, "--ibm-iterations", "0", "--out", "{out}"),
+    _c("proxy-epochs-huge", *PROXY, "--epochs", "1000000000000", "--out", "{out}"),
+    _c("proxy-ibm-iterations-huge", *PROXY, "--ibm-iterations", "1000000000000",
+       "--out", "{out}"),
+    _c("proxy-percent-0", *PROXY, "--percent", "0", "--out", "{out}"),
+    _c("proxy-percent-101", *PROXY, "--percent", "101", "--out", "{out}"),
+    _c("proxy-holdout-0", *PROXY, "--holdout", "0", "--out", "{out}"),
+    _c("proxy-holdout-1", *PROXY, "--holdout", "1", "--out", "{out}"),
+    _c("proxy-max-pairs-1", *PROXY, "--max-pairs", "1", "--out", "{out}"),
+    _c("proxy-val-src-alone", *PROXY, "--val-src", "{src}", "--out", "{out}"),
+    _c("proxy-tokenizer-unknown", *PROXY, "--tokenizer", "bpe", "--out", "{out}"),
+    _c("proxy-nul-bytes", "proxy", "--src", "{nul}", "--tgt", "{tgt}", "--out", "{out}"),
+    _c("proxy-out-sys", *PROXY, "--out", "/sys/kernel/r.json"),
+    _c("proxy-out-folder", *PROXY, "--out", "{tmp}"),
+    # ---- train (issue 9; fixed in the train helper's branch)
+    _c("train-numpy-m-huge", "train", "--backend", "numpy", "--m", "1000000", "--out", "{out}",
+       train=True),
+    _c("train-numpy-n-train-huge", "train", "--backend", "numpy", "--n-train", "1000000000",
+       "--out", "{out}", train=True),
+    _c("train-m-huge", "train", "--m", "1000000", "--out", "{out}", needs="torch", train=True),
+    _c("train-cifar-n-test-huge", "train", "--dataset", "cifar10", "--data-dir", "{cifar10}",
+       "--n-test", "100000", "--out", "{out}", needs="cifar10,torch", train=True),
+    _c("train-numpy-lr-diverges", "train", "--backend", "numpy", "--lr", "1e30", *TRAIN_SMALL,
+       "--out", "{out}", train=True),
+    _c("train-torch-lr-diverges", "train", "--lr", "1e6", *TRAIN_SMALL, "--out", "{out}",
+       needs="torch", train=True),
+    _c("train-resume-random-bytes", "train", "--resume", *TRAIN_SMALL, "--out", "{ckpt_random}",
+       needs="torch", train=True),
+    _c("train-resume-truncated", "train", "--resume", *TRAIN_SMALL, "--out", "{ckpt_cut}",
+       needs="torch", train=True),
+    _c("train-numpy-resume-torch-run", "train", "--backend", "numpy", "--resume", *TRAIN_SMALL,
+       "--out", "{ckpt_torch}", needs="torch", train=True),
+    _c("train-out-sys", "train", *TRAIN_SMALL, "--out", "/sys/kernel", train=True),
+    _c("train-epochs-0", "train", "--epochs", "0", "--out", "{out}", train=True),
+    _c("train-m-1", "train", "--m", "1", "--out", "{out}", train=True),
+    _c("train-paradigm-unknown", "train", "--paradigm", "banana", "--out", "{out}", train=True),
+    _c("train-cifar-missing-dir", "train", "--dataset", "cifar10", "--data-dir", "data/cifar10",
+       "--out", "{out}", train=True),
+    _c("train-device-cuda", "train", "--device", "cuda", *TRAIN_SMALL, "--out", "{out}",
+       needs="torch,no-gpu", train=True),
+]
+
+SRC_LINES = [f"the {a} {b} is {c} ." for a in ("small", "big", "red", "old")
+             for b in ("house", "book", "car") for c in ("here", "there", "new")]
+TGT_LINES = [s.replace("the", "das").replace("house", "haus") for s in SRC_LINES]
+
+
+def prepare(tmp):
+    """Create the input files of the placeholders in ``tmp``; return the substitutions."""
+    tmp = Path(tmp)
+    files = {"src": "\n".join(SRC_LINES) + "\n", "tgt": "\n".join(TGT_LINES) + "\n",
+             "short": "\n".join(TGT_LINES[:-1]) + "\n", "ctrl": "\x01\x02\n\x03\n",
+             "empty": "", "afile": "x"}
+    subs = {"tmp": str(tmp), "out": str(tmp / "out"), "cifar10": str(SHARED / "cifar10")}
+    for name, text in files.items():
+        (tmp / f"{name}.txt").write_text(text, encoding="utf-8")
+        subs[name] = str(tmp / f"{name}.txt")
+    (tmp / "nul.txt").write_bytes(b"\x00" * 300)
+    (tmp / "latin1.txt").write_bytes("gro\xdfes haus\n".encode("latin-1") * len(SRC_LINES))
+    subs.update(nul=str(tmp / "nul.txt"), latin1=str(tmp / "latin1.txt"))
+    for name, payload in (("ckpt_random", os.urandom(4096)),
+                          ("ckpt_cut", b"PK\x03\x04" + os.urandom(60))):
+        (tmp / name / "checkpoints").mkdir(parents=True)
+        (tmp / name / "checkpoints" / "ha_seed0.ckpt").write_bytes(payload)
+        subs[name] = str(tmp / name)
+    subs["ckpt_torch"] = str(tmp / "ckpt_torch")
+    return subs
+
+
+def prepare_torch_checkpoint(subs):
+    """A torch-format checkpoint a numpy run must refuse (needs torch)."""
+    import torch
+
+    folder = Path(subs["ckpt_torch"]) / "checkpoints"
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.save({"epoch": 1, "model": {}}, folder / "ha_seed0.ckpt")
+
+
+def missing_need(case):
+    """Why ``case`` cannot run here, or ''."""
+    for need in filter(None, case.needs.split(",")):
+        if need == "cifar10" and not (SHARED / "cifar10").is_dir():
+            return f"shared CIFAR-10 not found at {SHARED / 'cifar10'}"
+        if need in ("torch", "no-gpu"):
+            try:
+                import torch
+            except ImportError:
+                return "torch is not installed"
+            if need == "no-gpu" and torch.cuda.is_available():
+                return "a GPU is present (the case needs its absence)"
+    return ""
+
+
+def argv(case, subs):
+    return [a.format(**subs) for a in case.args]
+
+
+def snapshot(tmp):
+    """Every path under ``tmp`` with its size and modification time."""
+    out = {}
+    for root, dirs, files in os.walk(tmp):
+        for name in dirs + files:
+            path = os.path.join(root, name)
+            st = os.lstat(path)
+            out[path] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def problems(rc, stderr, before, after, subs):
+    """What is wrong with one case's outcome (empty list: handled as promised)."""
+    found = []
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    if rc != 2:
+        found.append(f"exit status {rc}, not 2")
+    if "Traceback" in stderr:
+        found.append("traceback")
+    if len(lines) != 1 or not lines[0].startswith("Error: "):
+        found.append(f"{len(lines)} stderr lines: {stderr.strip()[:300]!r}")
+    if before != after:
+        changed = sorted(set(after) ^ set(before)) + sorted(
+            p for p in set(after) & set(before) if after[p] != before[p])
+        found.append(f"wrote {changed[:3]}")
+    return found
+
+
+def run_subprocess(case, subs, timeout=120):
+    """Run one case as a real process in ``{tmp}``; return (rc, stderr)."""
+    cmd = [sys.executable, "-m", "minimal_attn.cli.main", *argv(case, subs)]
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    try:
+        p = subprocess.run(cmd, cwd=subs["tmp"], capture_output=True, text=True,
+                           timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return None, f"still running after {timeout} s (never refused?)"
+    return p.returncode, p.stderr
+
+
+def main(prefixes):
+    import tempfile
+
+    ok = bad = skipped = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        subs = prepare(tmp)
+        if not missing_need(Case("", (), "torch")):
+            prepare_torch_checkpoint(subs)
+        for case in CASES:
+            if prefixes and not case.id.startswith(tuple(prefixes)):
+                continue
+            why = missing_need(case)
+            if why:
+                skipped += 1
+                print(f"SKIP {case.id}: {why}")
+                continue
+            before = snapshot(tmp)
+            rc, stderr = run_subprocess(case, subs)
+            found = problems(rc, stderr, before, snapshot(tmp), subs)
+            ok, bad = ok + (not found), bad + bool(found)
+            print(f"{'ok  ' if not found else 'FAIL'} {case.id}"
+                  + (f": {'; '.join(found)}" if found else f": {stderr.strip()[:110]}"))
+    print(f"{ok} handled, {bad} not, {skipped} skipped")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

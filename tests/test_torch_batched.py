@@ -1,0 +1,296 @@
+"""S seeds batched as one model equal S separate runs (Appendix A.2 CNN FCAM, Table 1 seeds).
+
+The references are independent of the code under test: plain ``FCAM`` models,
+``torch.optim.SGD`` and the single-seed loop ``torch_train.train_run``.
+"""
+
+import numpy as np
+import pytest
+
+from minimal_attn.datasets import load_mosaic_splits
+from minimal_attn.errors import InputError
+
+torch = pytest.importorskip("torch")
+from minimal_attn.backends import torch_backend as tb  # noqa: E402
+from minimal_attn.backends.torch_batched import (  # noqa: E402
+    stack_fcams,
+    stacked_parameters,
+    unstack,
+)
+from minimal_attn.backends.torch_batched_train import (  # noqa: E402
+    BatchedSeeds,
+    train_seeds_batched,
+)
+from minimal_attn.backends.torch_models import (  # noqa: E402
+    build_fcam,
+    classifier_config,
+    focus_config,
+    scaled,
+)
+from minimal_attn.backends.torch_train import TrainConfig, train_run  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+SEEDS = [0, 1, 2]
+MODES = ["loop", "grouped", "grouped_nchw"]
+#: float64 on a GPU too: cuDNN's float64 kernels have no TF32 shortcut.
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="torch sees no CUDA GPU"))]
+
+
+def tiny_fcam(seed, double=True, live_focus=True, device="cpu"):
+    """A width-0.25 CIFAR-10 FCAM; ``live_focus`` replaces the zero focus output layer."""
+    model = build_fcam(seed=seed, focus_cfg=scaled(focus_config(), 0.25),
+                       classifier_cfg=scaled(classifier_config(), 0.25))
+    if live_focus:      # scores that differ between segments, so attention matters
+        gen = torch.Generator().manual_seed(100 + seed)
+        with torch.no_grad():
+            model.focus.output.weight.copy_(
+                torch.randn(model.focus.output.weight.shape, generator=gen))
+    return (model.double() if double else model).to(device)
+
+
+class Store:
+    """The ``ImageStore`` interface over float64 images (ImageStore keeps float32)."""
+
+    def __init__(self, X, z):
+        self.X, self.z, self.n = X, z, X.shape[0]
+
+    def __getitem__(self, idx):
+        return self.X[idx]
+
+
+@pytest.fixture(scope="module")
+def images():
+    gen = torch.Generator().manual_seed(7)
+    X = torch.randn(len(SEEDS), 4, 3, 3, 32, 32, generator=gen, dtype=torch.float64)
+    return X                                                   # (S, B, m, 3, 32, 32)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("mode", MODES)
+def test_batched_forward_equals_separate_forwards(mode, device, images):
+    images = images.to(device)
+    models = [tiny_fcam(s, device=device) for s in SEEDS]
+    batched = stack_fcams(models, mode)
+    for paradigm in ("sa", "ha", "lv"):
+        scores, logits = batched(images, paradigm)
+        assert scores.shape == (3, 4, 3)
+        assert logits.shape == ((3, 4, 3) if paradigm == "sa" else (3, 4, 3, 3))
+        assert scores.std() > 1e-3                             # the focus is not uniform
+        for k, model in enumerate(models):
+            ref_scores, ref_logits = model(images[k], paradigm)
+            torch.testing.assert_close(scores[k], ref_scores, rtol=1e-12, atol=1e-12)
+            torch.testing.assert_close(logits[k], ref_logits, rtol=1e-12, atol=1e-12)
+    for rule in ("sa", "ha", "lv", "hybrid"):
+        s = batched.predict(images, rule)[1]                   # (S, B, C)
+        for k, model in enumerate(models):
+            torch.testing.assert_close(s[k], model.predict(images[k], rule)[1],
+                                       rtol=1e-12, atol=1e-12)
+    # a subset of seeds runs only those seeds' parameters
+    pick = torch.tensor([2, 0], device=device)
+    logits = batched(images[pick], "ha", pick)[1]
+    torch.testing.assert_close(logits[0], models[2](images[2], "ha")[1], rtol=1e-12,
+                               atol=1e-12)
+    torch.testing.assert_close(logits[1], models[0](images[0], "ha")[1], rtol=1e-12,
+                               atol=1e-12)
+
+
+def separate_run(model, store, y, phases, lrs, batch_size, seed):
+    """The reference: torch.optim.SGD on one model, one phase and lr per epoch."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lrs[0], momentum=0.9)
+    generator = torch.Generator().manual_seed(seed)
+    losses = []
+    for phase, lr in zip(phases, lrs):
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        total = 0.0
+        for idx in torch.randperm(store.n, generator=generator).split(batch_size):
+            value = tb.loss(phase, *model(store[idx], phase), y[idx])
+            optimizer.zero_grad()
+            value.backward()
+            optimizer.step()
+            total += float(value.detach()) * idx.numel()
+        losses.append(total / store.n)
+    return losses
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("phases", [("sa", "sa", "sa"), ("ha", "ha", "ha"),
+                                    ("lv", "lv", "lv"), ("sa", "ha", "sa")],
+                         ids=["sa", "ha", "lv", "mixed"])
+def test_sgd_momentum_steps_equal_separate_runs(mode, phases, device):
+    """Two epochs of 3 steps each, float64, one lr per seed; 'mixed': the seeds in
+    different phases within one step (a hybrid switched per seed)."""
+    gen = torch.Generator().manual_seed(3)
+    X = torch.randn(12, 3, 3, 32, 32, generator=gen, dtype=torch.float64)
+    z = torch.randint(0, 3, (12,), generator=gen)
+    y = torch.randint(0, 3, (12,), generator=gen)
+    X, z, y = X.to(device), z.to(device), y.to(device)
+    store = Store(X, z)
+    lrs = [0.05, 0.02, 0.08]
+    run = BatchedSeeds([tiny_fcam(s, device=device) for s in SEEDS], SEEDS, momentum=0.9,
+                       mode=mode)
+    before = [p.detach().clone() for p in stacked_parameters(run.model)]
+    stats = [run.train_epoch(store, y, phases, lrs, batch_size=4) for _ in range(2)]
+    moved = max(float((p.detach() - q).abs().max())
+                for p, q in zip(stacked_parameters(run.model), before))
+    assert moved > 1e-3
+    states = unstack(run.model)
+    for k, seed in enumerate(SEEDS):
+        model = tiny_fcam(seed, device=device)
+        losses = separate_run(model, store, y, [phases[k]] * 2, [lrs[k]] * 2, 4, seed)
+        for name, p in model.named_parameters():
+            torch.testing.assert_close(states[k][name], p.detach(), rtol=1e-9, atol=1e-12)
+        assert [s[k][0] for s in stats] == pytest.approx(losses, rel=1e-10)
+
+
+@pytest.fixture(scope="module")
+def tiny_splits():
+    return load_mosaic_splits("synthetic", 3, 40, 20)
+
+
+def config_for(paradigm, **extra):
+    return TrainConfig(paradigm=paradigm, epochs=2, switch_epoch=1, lr=0.05, hybrid_lr=0.02,
+                       batch_size=10, width=0.25, device="cpu", **extra)
+
+
+def assert_states_match(state, checkpoint):
+    """A batched seed's state equals a train_run checkpoint to float32 tolerance."""
+    assert state["model"].keys() == checkpoint["model"].keys()
+    for name, value in checkpoint["model"].items():
+        torch.testing.assert_close(state["model"][name], value, rtol=1e-4, atol=2e-6)
+    ours, theirs = state["optimizer"], checkpoint["optimizer"]
+    assert ours["param_groups"] == theirs["param_groups"]
+    assert ours["state"].keys() == theirs["state"].keys()
+    for i, buf in theirs["state"].items():
+        torch.testing.assert_close(ours["state"][i]["momentum_buffer"], buf["momentum_buffer"],
+                                   rtol=1e-4, atol=2e-6)
+    assert torch.equal(state["generator"], checkpoint["generator"])
+
+
+@pytest.mark.parametrize("paradigm", ["sa", "ha", "lv", "hybrid"])
+def test_train_seeds_batched_equals_train_run(paradigm, tiny_splits, tmp_path):
+    """2 epochs, 4 steps each; the hybrid switches to HA (and its own lr) after epoch 1."""
+    result = train_seeds_batched(config_for(paradigm), SEEDS, tiny_splits.train,
+                                 tiny_splits.test)
+    assert result["seeds"] == SEEDS
+    for k, seed in enumerate(SEEDS):
+        config = config_for(paradigm, seed=seed)
+        single = train_run(config, tiny_splits.train, tiny_splits.test,
+                           out_dir=str(tmp_path), progress=False)
+        checkpoint = torch.load(tmp_path / "checkpoints" / f"{paradigm}_seed{seed}.ckpt",
+                                weights_only=True)
+        assert_states_match(result["states"][k], checkpoint)
+        ours = result["history"][k]
+        assert [h["phase"] for h in ours] == [h["phase"] for h in single["history"]]
+        assert [h["lr"] for h in ours] == [h["lr"] for h in single["history"]]
+        for a, b in zip(ours, single["history"]):
+            assert a.keys() == b.keys()
+            for key in ("loss", "train_running_accuracy", "train_mean_a_z",
+                        "test_accuracy", "test_saif"):
+                assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-6), key
+        final = result["results"][k]
+        assert final.keys() == single.keys()
+        for part in ("train", "test"):
+            ours, theirs = dict(final[part]), dict(single[part])
+            np.testing.assert_allclose(ours.pop("heatmap"), theirs.pop("heatmap"), atol=1e-6)
+            assert ours == pytest.approx(theirs, rel=1e-5, abs=1e-6)
+            np.testing.assert_allclose(final["instances"][part]["a_z"],
+                                       single["instances"][part]["a_z"], rtol=1e-4, atol=1e-6)
+
+
+def test_per_seed_hybrid_switch_equals_separate_runs(tiny_splits, tmp_path):
+    """A schedule switching each seed at its own epoch (as an automatic switch would)."""
+    switch = {0: 1, 1: 2, 2: 3}                                # seed 2 never switches
+
+    def schedule(k, epoch, history):
+        assert [h["epoch"] for h in history] == list(range(1, epoch + 1))
+        return ("sa", 0.05) if epoch < switch[SEEDS[k]] else ("ha", 0.02)
+
+    config = TrainConfig(paradigm="hybrid", epochs=3, batch_size=10, width=0.25,
+                         device="cpu", lr=0.05, hybrid_lr=0.02)
+    result = train_seeds_batched(config, SEEDS, tiny_splits.train, schedule=schedule)
+    assert [h["phase"] for h in result["history"][0]] == ["sa", "ha", "ha"]
+    assert [h["phase"] for h in result["history"][1]] == ["sa", "sa", "ha"]
+    for k, seed in enumerate(SEEDS):
+        single = TrainConfig(**{**vars(config), "seed": seed, "switch_epoch": switch[seed]})
+        train_run(single, tiny_splits.train, tiny_splits.test, out_dir=str(tmp_path),
+                  progress=False)
+        checkpoint = torch.load(tmp_path / "checkpoints" / f"hybrid_seed{seed}.ckpt",
+                                weights_only=True)
+        assert_states_match(result["states"][k], checkpoint)
+
+
+def test_resume_equals_uninterrupted(tiny_splits):
+    config = config_for("hybrid")
+    full = train_seeds_batched(config, SEEDS, tiny_splits.train)
+    saved = {}
+
+    def stop_after_first_epoch(epoch, records, run):
+        saved["states"] = run.seed_states()
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train_seeds_batched(config, SEEDS, tiny_splits.train, callback=stop_after_first_epoch)
+    resumed = train_seeds_batched(config, SEEDS, tiny_splits.train,
+                                  resume=(1, saved["states"], [h[:1] for h in full["history"]]))
+    assert resumed["history"] == full["history"]
+    for ours, theirs in zip(resumed["states"], full["states"]):
+        for name, value in theirs["model"].items():
+            assert torch.equal(ours["model"][name], value), name
+
+
+def test_unstack_stack_round_trip(images):
+    models = [tiny_fcam(s, double=False) for s in SEEDS]
+    batched = stack_fcams(models)
+    states = unstack(batched)
+    assert all(s.keys() == models[0].state_dict().keys() for s in states)
+    fresh = []
+    for k, state in enumerate(states):
+        model = tiny_fcam(seed=50 + k, double=False, live_focus=False)   # other weights
+        model.load_state_dict(state)
+        fresh.append(model)
+        for name, value in models[k].state_dict().items():
+            assert torch.equal(model.state_dict()[name], value), name
+    again = stack_fcams(fresh)
+    for p, q in zip(stacked_parameters(again), stacked_parameters(batched)):
+        assert torch.equal(p, q)
+    X = images.float()
+    torch.testing.assert_close(again(X, "lv")[1], batched(X, "lv")[1], rtol=0, atol=0)
+
+
+def test_bad_input_raises_input_error():
+    narrow = build_fcam(seed=0, focus_cfg=scaled(focus_config(), 0.25),
+                        classifier_cfg=scaled(classifier_config(), 0.25))
+    with pytest.raises(InputError, match="one architecture"):
+        stack_fcams([narrow, build_fcam(seed=1)])
+    with pytest.raises(InputError, match="mode"):
+        stack_fcams([narrow], mode="vmap")
+    with pytest.raises(InputError, match="at least one"):
+        stack_fcams([])
+    with pytest.raises(InputError, match="loss paradigm"):
+        stack_fcams([narrow])(torch.zeros(1, 1, 2, 3, 32, 32), "hybrid")
+
+
+def test_diverged_seed_is_named(tiny_splits):
+    config = TrainConfig(paradigm="sa", epochs=1, lr=1e6, batch_size=10, width=0.25,
+                         device="cpu")
+    with pytest.raises(InputError, match=r"seed \d+ has loss"):
+        train_seeds_batched(config, SEEDS, tiny_splits.train)
+
+
+def test_score_by_phase_scores_the_hybrid_sa_phase_as_sa(tiny_splits):
+    """With ``score_by_phase`` the hybrid's SA epoch is scored as the SA run with the
+    same weights; by default (as train_run) it is scored by the HA rule."""
+    by_phase = train_seeds_batched(config_for("hybrid"), [4], tiny_splits.train,
+                                   tiny_splits.test, score_by_phase=True)["history"][0]
+    default = train_seeds_batched(config_for("hybrid"), [4], tiny_splits.train,
+                                  tiny_splits.test)["history"][0]
+    sa_config = TrainConfig(**{**vars(config_for("sa", seed=4)), "epochs": 1})
+    sa = train_run(sa_config, tiny_splits.train, tiny_splits.test, progress=False)["history"]
+    assert by_phase[0]["test_accuracy"] != default[0]["test_accuracy"]   # the rules differ here
+    for key in ("test_accuracy", "test_saif"):
+        assert by_phase[0][key] == pytest.approx(sa[0][key], abs=1e-9)
+        assert by_phase[1][key] == default[1][key]             # the HA phase: HA's rule
+    assert by_phase[0]["loss"] == default[0]["loss"]           # training is unchanged
