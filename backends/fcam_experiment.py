@@ -123,10 +123,6 @@ def run_experiment(c, out=None, resume=False, progress=None, log=None, on_epoch=
         source, c.m, c.n_train, c.n_test, data_dir=c.data_dir, n_classes=c.n_classes,
         foreground=c.foreground, seed=c.data_seed)
     c = replace(c, n_classes=n_classes, device=device)
-    if out is not None:        # every check that can fail is done: now write
-        from minimal_attn.io import ensure_dir
-
-        ensure_dir(out)
     history = HistoryLog(out)
 
     def epoch_done(epoch, record):

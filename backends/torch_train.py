@@ -132,6 +132,12 @@ class CNNTrainer:
         loss, correct, a_z = (sums / store.n).tolist()
         return loss, correct, a_z
 
+    @torch.no_grad()
+    def probe_loss(self, phase):
+        idx = torch.arange(min(self.config.batch_size, self.stores["train"].n))
+        scores, logits = self.model(self.stores["train"][idx], phase)
+        return float(tb.loss(phase, scores, logits, self.y[idx.to(self.y.device)]))
+
     def evaluate(self, split, rule):
         return evaluate(self.model, self.stores[split], self.sets[split], rule,
                         self.config.threshold)

@@ -15,9 +15,10 @@ from minimal_attn.backends.fcam_experiment import (
     PROTOCOLS,
     ExperimentConfig,
     apply_protocol,
+    resume_note,
     run_experiment,
 )
-from minimal_attn.cli.options import parse_paradigms
+from minimal_attn.cli.options import on_interrupt, parse_paradigms
 from minimal_attn.errors import InputError
 from minimal_attn.train_report import summary_markdown
 
@@ -68,6 +69,11 @@ class _Bar:
 
     def __exit__(self, *exc):
         return self.bar.__exit__(*exc)
+
+
+def _echo(line):
+    """Progress lines on stdout; warnings on stderr."""
+    click.echo(line, err=line.startswith("warning:"))
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -147,8 +153,8 @@ def train(ctx, paradigm, lr, switch_epoch, foreground, protocol, out, resume, pr
     are scored with SA's); every paradigm trains for the same epochs. Reported
     per seed and as mean ± std over seeds beside the paper's Table 1, for train
     and test mosaics: accuracy, SAIF, the four focus-prediction fractions and
-    the Figure 1 heat map of (a_z, s_y). One line per epoch goes to stderr and
-    to OUT/history.jsonl.
+    the Figure 1 heat map of (a_z, s_y). One line per epoch goes to stdout and
+    to OUT/history.jsonl; warnings go to stderr.
 
     With --out a checkpoint is written after every epoch; --resume continues an
     interrupted run (on the CPU it ends exactly where an uninterrupted one does).
@@ -170,9 +176,10 @@ def train(ctx, paradigm, lr, switch_epoch, foreground, protocol, out, resume, pr
                 if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE,
                                                       ParameterSource.ENVIRONMENT)}
     config = apply_protocol(config, protocol, explicit)
+    on_interrupt(resume_note(out))          # the group's line after Ctrl-C
     results, meta = run_experiment(config, out=out, resume=resume,
                                    progress=_Bar if progress else None,
-                                   log=lambda line: click.echo(line, err=True))
+                                   log=_echo)
     click.echo(f"{config.dataset}, m={config.m}, {config.seeds} seed(s), {config.epochs} "
                f"epochs, {config.backend} on {meta['device']}: mean ± std over seeds, in %")
     click.echo(summary_markdown(results, config.m, config.dataset), nl=False)

@@ -139,10 +139,12 @@ def check_writable(out):
     path = os.path.abspath(out)
     while not os.path.exists(path):
         path = os.path.dirname(path)
+    stat = os.stat(path)
     try:                     # os.access says yes to root even on /sys: try a file
         fd, probe = tempfile.mkstemp(prefix=".probe-", dir=path)
         os.close(fd)
         os.unlink(probe)
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))   # leave no trace
     except OSError as exc:
         raise InputError(f"out {out} cannot be written ({path}: {exc.strerror}); choose a "
                          "writable out", param="out") from None

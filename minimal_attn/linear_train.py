@@ -68,6 +68,12 @@ class LinearTrainer:
         return (float(np.mean(values)), float(np.mean(s.argmax(1) == train.y)),
                 float(np.mean(a[np.arange(n), train.z])))
 
+    def probe_loss(self, phase):
+        train = self.sets["train"]
+        b = min(self.config.batch_size, train.X.shape[0])
+        with np.errstate(all="ignore"):
+            return float(linear_fcam.loss(self.params, train.X[:b], train.y[:b], phase))
+
     def evaluate(self, split, rule):
         mosaics = self.sets[split]
         a = losses.attention(mosaics.X @ self.params["u"])                  # (N, m)

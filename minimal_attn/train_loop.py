@@ -13,9 +13,10 @@ its model (the CNN FCAM in ``backends/torch_train.py``, the linear FCAM in
 * resume: the checkpoint is checked only against the settings that affect its
   run (:func:`affecting`); an unreadable one falls back to ``.ckpt.prev``.
 
-A trainer provides ``KIND``, ``LR_TABLE``, ``m``, ``train_epoch(phase, lr,
-epoch, step)``, ``evaluate(split, rule)``, ``read(path)``, ``restore(payload)``
-and ``save(file, meta)``.
+A trainer provides ``KIND``, ``LR_TABLE``, ``m``, ``steps(batch_size)``,
+``train_epoch(phase, lr, epoch, step)``, ``evaluate(split, rule)``,
+``read(path)``, ``restore(payload)``, ``save(file, meta)`` and optionally
+``probe_loss(phase)`` (the loss on one fixed batch, for the divergence check).
 """
 
 import math
@@ -155,12 +156,18 @@ def collapse_warnings(history, m, rising=3):
     return out
 
 
-def check_divergence(loss, history, config):
-    """Raise InputError when the loss is non-finite or grew by orders of magnitude."""
+def check_divergence(loss, history, config, after=None):
+    """Raise InputError when the loss is non-finite or grew by orders of magnitude.
+
+    ``loss``: the epoch's mean loss; ``after``: the loss on one batch after the
+    epoch (an epoch of one step shows a blow-up only there).
+    """
     reference = max(math.log(config.n_classes), history[0]["loss"] if history else 0.0)
-    if not math.isfinite(loss) or loss > DIVERGE * reference:
-        raise InputError(f"{config.paradigm} seed {config.seed} diverged; lower the learning "
-                         f"rate lr (loss {loss:.4g} in epoch {len(history) + 1})", param="lr")
+    for value in (loss, loss if after is None else after):
+        if not math.isfinite(value) or value > DIVERGE * reference:
+            raise InputError(f"{config.paradigm} seed {config.seed} diverged; lower the "
+                             f"learning rate lr (loss {value:.4g} in epoch "
+                             f"{len(history) + 1})", param="lr")
     return loss
 
 
@@ -259,7 +266,8 @@ def run_epochs(config, trainer, fingerprint, out_dir=None, resume=False, progres
         label = f"{config.paradigm} seed {config.seed} epoch {epoch + 1}/{config.epochs}"
         with bar(trainer.steps(config.batch_size), label) as b:
             loss, acc, a_z = trainer.train_epoch(phase, rates[phase], epoch, b.update)
-        check_divergence(loss, history, config)
+        check_divergence(loss, history, config, trainer.probe_loss(phase)
+                         if hasattr(trainer, "probe_loss") else None)
         test_eval = rule, trainer.evaluate("test", rule)
         record = {"paradigm": config.paradigm, "seed": config.seed, "epoch": epoch + 1,
                   "phase": phase, "rule": "ha" if rule == "hybrid" else rule,

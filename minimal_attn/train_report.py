@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from .io import atomic_open, write_csv, write_json, write_text
+from .io import atomic_open, ensure_dir, write_csv, write_json, write_text
 
 #: Table 1 of the paper (test set, %): (dataset, m) -> paradigm -> (SAIF, accuracy).
 PAPER_TABLE1 = {
@@ -92,6 +92,7 @@ class HistoryLog:
 
     def append(self, record):
         if self.path is not None:
+            ensure_dir(os.path.dirname(self.path))     # created only when first written
             with open(self.path, "a") as f:
                 f.write(json.dumps(record) + "\n")
                 f.flush()
@@ -111,6 +112,7 @@ def write_results(out, results, runs, meta):
     from .saif import plot_heatmap
 
     m, dataset = meta["m"], meta["dataset"]
+    ensure_dir(out)
     final = os.path.join(out, "results.json")
     if os.path.exists(final):
         os.unlink(final)                 # a reader never pairs old results with new files

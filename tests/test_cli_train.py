@@ -83,7 +83,7 @@ def test_numpy_linear_orthogonal_and_resume_of_a_finished_run(tmp_path):
 def test_resume_without_checkpoint_starts_fresh(tmp_path):
     r = run(*NUMPY, "--paradigm", "sa", "--out", str(tmp_path / "new"), "--resume")
     assert r.exit_code == 0, r.output
-    assert "starting fresh" in r.stderr
+    assert "starting fresh" in r.stdout
 
 
 def test_torch_backend_synthetic(tmp_path, torch_one_thread):
@@ -222,7 +222,7 @@ def test_the_interface_independent_checks_use(tmp_path, torch_one_thread):
             "--no-progress", "--width", "0.25", "--batch-size", "10", "--out", str(out)]
     r = run(*args)
     assert r.exit_code == 0, r.output
-    epoch_lines = [line for line in r.stderr.splitlines() if " epoch " in line]
+    epoch_lines = [line for line in r.stdout.splitlines() if " epoch " in line]
     assert len(epoch_lines) == 3 * 2 * 3
     records = [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines()]
     assert [(h["paradigm"], h["seed"], h["epoch"]) for h in records] == [
@@ -292,4 +292,4 @@ def test_protocol_paper_fills_what_was_not_given():
 def test_unwritable_system_folder_is_refused_before_training():
     r = run(*NUMPY, "--out", "/sys/kernel")
     assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "--out /sys/kernel" in r.stderr
-    assert " epoch " not in r.stderr                               # nothing was trained
+    assert " epoch " not in r.stdout                               # nothing was trained
