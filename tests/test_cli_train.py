@@ -293,3 +293,15 @@ def test_unwritable_system_folder_is_refused_before_training():
     r = run(*NUMPY, "--out", "/sys/kernel")
     assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "--out /sys/kernel" in r.stderr
     assert " epoch " not in r.stdout                               # nothing was trained
+
+
+def test_ctrl_c_exits_130_with_how_to_resume(tmp_path, monkeypatch):
+    import minimal_attn.cli.train_cmd as train_cmd
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(train_cmd, "run_experiment", interrupted)
+    out = tmp_path / "run"
+    r = run(*NUMPY, "--out", str(out))
+    assert r.exit_code == 130 and r.stderr.count("\n") == 1
+    assert f"{out}/checkpoints" in r.stderr and "--resume" in r.stderr
