@@ -303,5 +303,6 @@ def test_ctrl_c_exits_130_with_how_to_resume(tmp_path, monkeypatch):
     monkeypatch.setattr(train_cmd, "run_experiment", interrupted)
     out = tmp_path / "run"
     r = run(*NUMPY, "--out", str(out))
-    assert r.exit_code == 130 and r.stderr.count("\n") == 1
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.exit_code == 130 and len(lines) == 1 and lines[0].startswith("Error: interrupted")
     assert f"{out}/checkpoints" in r.stderr and "--resume" in r.stderr
