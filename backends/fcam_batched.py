@@ -8,9 +8,7 @@ the separate runs' (:func:`minimal_attn.train_loop.run_epochs`): the same
 checkpoint files (a batched run resumes separately and vice versa), the same
 per-paradigm learning rates, automatic switch, divergence and collapse checks.
 
-Difference: the batched trainer scores every epoch's test set with the
-paradigm's final inference rule, so a hybrid's SA epochs are scored with HA's
-rule here (their ``rule`` says so).
+The hybrid's SA epochs are scored with SA's rule, as in the separate runs.
 """
 
 import time
@@ -81,7 +79,7 @@ def train_seeds(configs, train, test, out=None, resume=False, callback=None, log
         for k, raw in enumerate(records):
             check_divergence(raw["loss"], history[k], configs[k])
             seconds[k] += share
-            rule = "ha" if config.paradigm == "hybrid" else config.paradigm
+            rule = raw["phase"] if config.paradigm == "hybrid" else config.paradigm
             history[k].append(dict(_record(config, seeds[k], raw, rule), seconds=seconds[k]))
         if out is not None:
             for k, state in enumerate(run.seed_states()):
@@ -97,6 +95,7 @@ def train_seeds(configs, train, test, out=None, resume=False, callback=None, log
 
     raw = train_seeds_batched(
         config, seeds, train, test, schedule=schedule, callback=after_epoch,
+        score_by_phase=True,
         resume=None if states is None else (start, states, [[{
             "train_mean_a_z": h["mean_a_z"]} for h in hk] for hk in history]))
     return [dict(r, history=history[k], seconds=seconds[k], resumed_from_epoch=start,
