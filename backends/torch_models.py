@@ -48,6 +48,7 @@ from torch import nn
 
 from minimal_attn.errors import InputError
 from minimal_attn.mosaics import to_float_images
+from minimal_attn.train_loop import paper_setting
 
 from . import torch_backend as tb
 
@@ -90,39 +91,49 @@ ARCHITECTURES = {
 }
 
 
-def _architecture(dataset):
-    # synthetic image mosaics use the CIFAR-10 networks
-    key = "cifar100" if dataset == "cifar100" else "cifar10"
-    return ARCHITECTURES[key]
+def architecture(dataset):
+    """The Appendix A.2 networks of ``dataset``; synthetic images use CIFAR-10's.
+
+    The one place that maps a data set to its networks (and, through
+    :func:`minimal_attn.train_loop.paper_setting`, to its learning rates).
+    """
+    return ARCHITECTURES[paper_setting(dataset)]
 
 
 def focus_config(dataset="cifar10"):
     """The focus CNN of Appendix A.2 for ``dataset`` (no biases, output layer at zero)."""
-    conv, fc = _architecture(dataset)["focus"]
+    conv, fc = architecture(dataset)["focus"]
     return CNNConfig(conv, fc, out_dim=1, bias=False, zero_last=True)
 
 
 def classifier_config(dataset="cifar10", n_classes=3):
     """The classifier CNN of Appendix A.2 for ``dataset`` with ``n_classes`` outputs."""
-    conv, fc = _architecture(dataset)["classifier"]
+    conv, fc = architecture(dataset)["classifier"]
     return CNNConfig(conv, fc, out_dim=int(n_classes), bias=True)
 
 
+#: Width scaling never takes a convolution below this many channels, nor a
+#: fully connected layer below min(its paper width, MIN_FC) units.
+MIN_CHANNELS, MIN_FC = 8, 64
+
+
 def scaled(config, width=1.0):
-    """``config`` with every hidden width (channels, fc units) times ``width``, at least 1.
+    """``config`` with its hidden widths times ``width``; the narrow layers keep their width.
 
     ``width=1`` is Appendix A.2; smaller widths make quick CPU runs and tests.
+    Convolutions scale but keep at least MIN_CHANNELS channels; a fully
+    connected layer keeps at least min(paper width, MIN_FC) units, so the
+    narrow last hidden layers (64 and 10 units in CIFAR-10's networks) keep the
+    paper's width: at width 0.25 a 10-unit layer shrunk to 2 units started with
+    both units dead on some seeds, and the bias-free focus never recovers.
     """
     if width == 1.0:
         return config
     if not width > 0:
-        raise InputError(f"width must be > 0, got {width}")
-
-    def grow(sizes):
-        return tuple(max(1, round(s * width)) for s in sizes)
-
-    return replace(config, conv_channels=grow(config.conv_channels),
-                   fc_widths=grow(config.fc_widths))
+        raise InputError(f"width must be > 0, got {width}", param="width")
+    conv = tuple(max(min(c, MIN_CHANNELS), round(c * width)) for c in config.conv_channels)
+    fc = tuple(max(min(f, MIN_FC), round(f * width)) for f in config.fc_widths)
+    return replace(config, conv_channels=conv, fc_widths=fc)
 
 
 class ConvNet(nn.Module):
@@ -274,6 +285,14 @@ class ImageStore:
         if self.table is None:
             return batch
         return self.table[self.channel, batch.long()]                     # (B, m, 3, H, W)
+
+
+def build_fcam_for(config, device="cpu"):
+    """The FCAM of a :class:`~minimal_attn.train_loop.TrainConfig` (dataset, C, seed, width)."""
+    return build_fcam(config.dataset, config.n_classes, config.seed, config.chunk, device,
+                      scaled(focus_config(config.dataset), config.width),
+                      scaled(classifier_config(config.dataset, config.n_classes),
+                             config.width))
 
 
 def build_fcam(dataset="cifar10", n_classes=3, seed=0, chunk=None, device="cpu",

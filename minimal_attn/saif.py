@@ -25,6 +25,7 @@ from .io import save_figure
 
 COUNT_KEYS = ("ftpt", "ftpf", "ffpt", "ffpf")   # focus true/false x prediction true/false
 _TOL = 1e-6                                      # float32 softmax can overshoot 1 slightly
+EDGE_TOL = 1e-6                                  # heat-map bin edges: float32 rounding
 
 
 def _as_unit_vector(values, name):
@@ -86,7 +87,9 @@ def heatmap(a_z, s_y, bins=5):
     The square [0, 1]^2 is cut into ``bins`` x ``bins`` cells of width
     1/bins (0.2 for 5): cell (i, j) holds instances with
     ``i/bins <= a_z < (i+1)/bins`` and ``j/bins <= s_y < (j+1)/bins``; the value
-    1.0 falls in the last cell. Note the cells are half-open on the right,
+    1.0 falls in the last cell. Values within ``EDGE_TOL`` (1e-6) of an edge
+    count as the edge, so a uniform focus a_z = 1/m computed in float32 lands
+    in one row whichever way it rounded. Note the cells are half-open on the right,
     so a_z = 0.8 lies in the top row although focus is "true" only above 0.8.
 
     Returns
@@ -100,14 +103,23 @@ def heatmap(a_z, s_y, bins=5):
     bins = int(bins)
     if bins < 1:
         raise InputError(f"bins must be an integer >= 1, got {bins}")
-    # compare with the edges k/bins (0.2, 0.4, ...) exactly; floor(v * bins) can
-    # round a value just below an edge up into the next bin
+    # A value within EDGE_TOL of an edge k/bins counts as the edge itself: a
+    # uniform focus gives a_z = 1/m = 0.2 up to float32 rounding (0.19999999 or
+    # 0.20000001), and equal values must share one row. Then compare with the
+    # edges exactly (floor(v * bins) can round a value just below an edge up).
     inner = np.arange(1, bins) / bins                                    # (bins-1,)
-    i = np.searchsorted(inner, a_z, side="right")                        # (N,) row
-    j = np.searchsorted(inner, s_y, side="right")                        # (N,) column
+    rows, cols = (_snap(v, bins) for v in (a_z, s_y))
+    i = np.searchsorted(inner, rows, side="right")                       # (N,) row
+    j = np.searchsorted(inner, cols, side="right")                       # (N,) column
     grid = np.zeros((bins, bins))
     np.add.at(grid, (i, j), 1.0)
     return grid * (100.0 / a_z.size) if a_z.size else grid
+
+
+def _snap(v, bins):
+    """``v`` with values within EDGE_TOL of a bin edge k/bins moved onto the edge."""
+    edge = np.round(v * bins) / bins
+    return np.where(np.abs(v - edge) <= EDGE_TOL, edge, v)
 
 
 def plot_heatmap(grid, title, path):

@@ -18,11 +18,7 @@ from minimal_attn.cli.main import cli  # noqa: E402
 #: for minutes before failing, so they run only with ATTN_DYN_SWEEP_KNOWN=1; then they
 #: are strict xfails: once they pass, XPASS fails the test, and the entry must go.
 #: After the train branch is merged this set must be empty.
-KNOWN_FAILING = {
-    "train-numpy-m-huge", "train-numpy-n-train-huge", "train-m-huge",
-    "train-cifar-n-test-huge", "train-numpy-lr-diverges", "train-torch-lr-diverges",
-    "train-resume-random-bytes", "train-resume-truncated", "train-numpy-resume-torch-run",
-}
+KNOWN_FAILING = set()
 RUN_KNOWN = os.environ.get("ATTN_DYN_SWEEP_KNOWN") == "1"
 
 

@@ -130,3 +130,16 @@ def test_plot_heatmap_validation(tmp_path):
     with pytest.raises(InputError, match="does not exist"):
         plot_heatmap(np.zeros((5, 5)), "t", str(tmp_path / "missing" / "x.png"))
     assert not (tmp_path / "x.png").exists()
+
+
+def test_heatmap_puts_a_uniform_focus_in_one_row():
+    # a_z = 1/m exactly, and as float32 softmax rounds it either way (0.19999999 / 0.20000001)
+    m = 5
+    f32 = np.full((3, m), 0.0, np.float32)
+    a32 = np.exp(f32) / np.exp(f32).sum(1, keepdims=True, dtype=np.float32)
+    a_z = np.concatenate([[1 / m, 0.2 - 3e-8, 0.2 + 3e-8], a32[:, 0].astype(float)])
+    grid = np.asarray(heatmap(a_z, np.full(a_z.size, 0.5)))
+    assert grid[1, 2] == pytest.approx(100.0)        # all in row [0.2, 0.4), column 0.4-0.6
+    # values clearly away from an edge keep their bins
+    grid = np.asarray(heatmap([0.1999, 0.2001, 0.79, 0.81], [0.0, 0.0, 0.99, 1.0]))
+    assert grid[0, 0] == grid[1, 0] == grid[3, 4] == grid[4, 4] == 25.0

@@ -17,6 +17,7 @@ from minimal_attn.backends.torch_models import (  # noqa: E402
     focus_config,
     scaled,
 )
+from minimal_attn.backends.torch_train import dead_units  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -137,7 +138,11 @@ def test_initialisation_depends_only_on_seed():
 
 def test_scaled_width_and_flat_size():
     cfg = scaled(classifier_config("cifar10", 4), 0.25)
-    assert cfg.conv_channels == (8, 16, 16) and cfg.fc_widths == (128, 16, 2)
+    # the convolutions and the 512-unit layer scale; the 64- and 10-unit layers keep
+    # the paper's width (shrunk to 16 and 2 they started dead on some seeds)
+    assert cfg.conv_channels == (8, 16, 16) and cfg.fc_widths == (128, 64, 10)
+    assert scaled(focus_config("cifar100"), 0.1).fc_widths == (64,)
+    assert scaled(focus_config("cifar10"), 0.01).conv_channels == (8, 8, 8)
     assert cfg.flat_size() == 16 * 4 * 4
     assert focus_config("cifar100").flat_size() == 64 * 6 * 6
     assert ConvNet(cfg)(torch.randn(2, 3, 32, 32)).shape == (2, 4)
@@ -152,3 +157,37 @@ def test_fixed_attention_skips_the_focus():
     scores, logits = model(torch.randn(2, 3, 3, 32, 32), "lv", la)
     assert scores is la and logits.shape == (2, 3, 3)
     assert np.isfinite(float(tb.loss("lv", scores, logits, torch.tensor([0, 2])).detach()))
+
+
+def test_dead_unit_report_counts_units_built_dead():
+    cfg = focus_config("cifar10")                        # no biases, like the paper's focus
+    net = ConvNet(scaled(cfg, 0.25), torch.Generator().manual_seed(0))
+    linears = [layer for layer in net.body if isinstance(layer, nn.Linear)]
+    with torch.no_grad():
+        # inputs of fc2 are ReLU outputs (>= 0): all-negative rows can never fire
+        linears[1].weight[:5] = -linears[1].weight[:5].abs() - 0.01
+        net.body[0].weight[3] = 0.0                       # a conv channel that outputs 0
+    report = dead_units(net, torch.rand(40, 3, 32, 32))
+    assert [name for name, _, _ in report] == ["conv1", "conv2", "conv3", "fc1", "fc2", "fc3"]
+    assert [units for _, _, units in report] == [8, 16, 16, 128, 64, 10]
+    assert report[0][1] == 1                                # the zeroed channel
+    assert report[4][1] >= 5                                # the five negative rows
+    with torch.no_grad():
+        linears[2].weight[:] = -linears[2].weight.abs() - 0.01
+    assert dead_units(net, torch.rand(40, 3, 32, 32))[5][1] == 10
+
+
+def test_reduced_width_keeps_last_hidden_layers_alive_on_cifar(shared_data):
+    from minimal_attn.datasets import load_mosaic_splits
+    from minimal_attn.mosaics import to_float_images
+
+    train = load_mosaic_splits("cifar10", 5, 40, 1, data_dir=shared_data / "cifar10").train
+    images = torch.as_tensor(to_float_images(train.X.reshape(-1, 3, 32, 32)))  # (200, ...)
+    for seed in range(5):
+        model = build_fcam("cifar10", 3, seed, None, "cpu",
+                           scaled(focus_config("cifar10"), 0.25),
+                           scaled(classifier_config("cifar10", 3), 0.25))
+        for net in (model.focus, model.classifier):
+            report = dead_units(net, images)
+            for name, dead, units in report[-2:]:         # the 64- and 10-unit layers
+                assert dead <= units // 2, (seed, name, dead, units)

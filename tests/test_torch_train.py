@@ -6,15 +6,10 @@ import numpy as np
 import pytest
 
 from minimal_attn import data, fixed_focus, mosaics
-from minimal_attn.backends.torch_train import (
-    LINEAR_LR,
-    PAPER_LR,
-    TrainConfig,
-    checkpoint_path,
-    train_numpy_run,
-)
 from minimal_attn.data import Mosaics
 from minimal_attn.errors import InputError
+from minimal_attn.linear_train import train_numpy_run
+from minimal_attn.train_loop import LINEAR_LR, PAPER_LR, TrainConfig, checkpoint_path
 
 torch = pytest.importorskip("torch")
 from minimal_attn.backends.torch_fixed_focus import CNNFixedFocusModel  # noqa: E402
@@ -34,17 +29,27 @@ def test_short_cpu_run_learns_well_above_chance(synthetic):
     train, test = synthetic
     config = TrainConfig(paradigm="sa", epochs=5, lr=0.03, batch_size=20, width=0.5,
                          device="cpu")
-    result = train_run(config, train, test, progress=False)
+    lines = []
+    result = train_run(config, train, test, progress=False, log=lines.append)
     assert result["test"]["accuracy"] >= 0.8                      # chance: 1/3
+    # the dead-unit report: every ReLU layer of both networks, printed at the start
+    layers = result["dead_units"]
+    assert [d["units"] for d in layers["focus"]] == [16, 32, 32, 256, 64, 10]
+    assert all(0 <= d["dead"] < d["units"] for net in layers.values() for d in net)
+    assert lines[0].startswith("sa seed 0: dead units at start")
     assert result["train"]["accuracy"] >= 0.8
     history = result["history"]
     assert [h["epoch"] for h in history] == [1, 2, 3, 4, 5]
     assert history[-1]["loss"] < 0.5 * history[0]["loss"]
     # the focus left its uniform start (a_z = 1/m) towards the foreground
-    assert history[0]["train_mean_a_z"] == pytest.approx(0.2, abs=0.01)
-    assert history[-1]["train_mean_a_z"] > 0.3
+    assert history[0]["mean_a_z"] == pytest.approx(0.2, abs=0.01)
+    assert history[-1]["mean_a_z"] > 0.3
     assert 0 <= result["test"]["saif"] <= 1
     assert result["instances"]["test"]["a_z"].shape == (120,)
+
+
+def _timeless(history):
+    return [{k: v for k, v in h.items() if k != "seconds"} for h in history]
 
 
 def _stop_after_first_epoch(epoch, record):
@@ -71,7 +76,9 @@ def test_resume_equals_uninterrupted(tmp_path, runner, make_data, extra):
                      progress=False)
     assert resumed["resumed_from_epoch"] == 1
     assert [h["phase"] for h in full["history"]] == ["sa", "sa", "ha"]
-    assert resumed["history"] == full["history"]
+    # everything but the wall-clock seconds is identical
+    assert _timeless(resumed["history"]) == _timeless(full["history"])
+    assert resumed["seconds"] >= resumed["history"][0]["seconds"] > 0
     assert resumed["train"] == full["train"] and resumed["test"] == full["test"]
     if runner is train_run:
         a = torch.load(checkpoint_path(str(tmp_path / "a"), config), weights_only=True)
@@ -159,3 +166,26 @@ def test_cnn_fixed_focus_model_matches_the_section_3_losses():
         state = model.step(state, la, "ha", lr=0.05)
     assert state["epoch"] == 3
     assert np.all(model.losses(state, la, "ha") < before)
+
+
+def test_batch_seeds_equals_separate_runs_and_shares_checkpoints(tmp_path):
+    pytest.importorskip("minimal_attn.backends.torch_batched_train",
+                        reason="backends/torch_batched_train.py (batched seeds) not merged")
+    from dataclasses import replace
+
+    from minimal_attn.backends.fcam_experiment import ExperimentConfig, run_experiment
+
+    c = ExperimentConfig(backend="torch", dataset="synthetic", m=3, epochs=3, seeds=2,
+                         n_train=20, n_test=10, batch_size=10, width=0.25, device="cpu",
+                         paradigms=["hybrid"], switch_epoch="auto", lr={"sa": 0.05, "ha": 0.02})
+    separate, _ = run_experiment(c, out=str(tmp_path / "a"))
+    batched, meta = run_experiment(replace(c, batch_seeds=True), out=str(tmp_path / "b"))
+    for s in range(2):
+        a, b = (r["hybrid"]["history"][s]["epochs"] for r in (separate, batched))
+        assert [h["phase"] for h in a] == [h["phase"] for h in b]
+        np.testing.assert_allclose([h["loss"] for h in b], [h["loss"] for h in a], rtol=1e-5)
+    assert batched["hybrid"]["test"]["accuracy"] == pytest.approx(
+        separate["hybrid"]["test"]["accuracy"])
+    # the batched run's checkpoints are ordinary ones: a separate resume reads them
+    again, _ = run_experiment(c, out=str(tmp_path / "b"), resume=True)
+    assert again["hybrid"]["test"]["per_seed"] == batched["hybrid"]["test"]["per_seed"]

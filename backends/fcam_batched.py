@@ -1,0 +1,104 @@
+r"""``batch_seeds=True``: all seeds of a paradigm as one model, in ``run_experiment``'s format.
+
+Vashisht & Ramaswamy (2023), Table 1 protocol (12 seeds per paradigm). Wraps
+:func:`.torch_batched_train.train_seeds_batched` (S seeds stacked, identical
+to S separate :func:`.torch_train.train_run` calls up to float tolerance) so
+that its per-seed results, history records and checkpoints look exactly like
+the separate runs' (:func:`minimal_attn.train_loop.run_epochs`): the same
+checkpoint files (a batched run resumes separately and vice versa), the same
+per-paradigm learning rates, automatic switch, divergence and collapse checks.
+
+The hybrid's SA epochs are scored with SA's rule, as in the separate runs.
+"""
+
+import time
+
+import torch
+
+from minimal_attn.linear_train import data_fingerprint
+from minimal_attn.train_loop import (
+    CHECKPOINT_FORMAT,
+    affecting,
+    auto_switch,
+    check_divergence,
+    checkpoint_path,
+    collapse_warnings,
+    read_checkpoint,
+    write_checkpoint,
+)
+
+from .torch_train import CNNTrainer
+
+
+def _record(config, k_seed, raw, rule):
+    """A batched history record in ``run_epochs``' keys."""
+    return {"paradigm": config.paradigm, "seed": k_seed, "epoch": raw["epoch"],
+            "phase": raw["phase"], "rule": rule, "lr": raw["lr"], "loss": raw["loss"],
+            "train_accuracy": raw["train_running_accuracy"],
+            "mean_a_z": raw["train_mean_a_z"], "test_accuracy": raw.get("test_accuracy"),
+            "test_saif": raw.get("test_saif")}
+
+
+def train_seeds(configs, train, test, out=None, resume=False, callback=None, log=None):
+    """Train ``configs`` (one paradigm, seeds 0..S-1) together; per-seed results.
+
+    With ``resume`` every seed's checkpoint must exist and hold the same epoch;
+    otherwise this returns None and the caller trains the seeds separately.
+    """
+    from .torch_batched_train import train_seeds_batched
+
+    config, seeds = configs[0], [cfg.seed for cfg in configs]
+    m, rates = train.X.shape[1], config.rates()
+    fingerprint = data_fingerprint(train, test)
+    switch = [cfg.fixed_switch() for cfg in configs]
+    history = [[] for _ in seeds]
+    start, states, seconds = 0, None, [0.0] * len(seeds)
+    if resume and out is not None:
+        metas = [read_checkpoint(checkpoint_path(out, cfg), CNNTrainer, cfg, fingerprint,
+                                 log or (lambda line: None)) for cfg in configs]
+        if any(meta is None or meta["epoch"] != metas[0][0]["epoch"] for meta, _ in metas):
+            return None
+        start, states = metas[0][0]["epoch"], [payload for _, payload in metas]
+        for k, (meta, _) in enumerate(metas):
+            history[k], switch[k] = meta["history"], meta["switch_epoch"]
+            seconds[k] = meta["train_seconds"]
+
+    def schedule(k, epoch, raw):
+        if config.switch_epoch == "auto" and switch[k] is None and epoch > 0 and (
+                auto_switch([h["mean_a_z"] for h in history[k]], m)
+                or epoch >= config.latest_switch()):
+            switch[k] = epoch
+        phase = config.phase(epoch, switch[k])
+        return phase, rates[phase]
+
+    clock = [time.perf_counter()]
+
+    def after_epoch(epoch, records, run):
+        share = (time.perf_counter() - clock[0]) / len(seeds)     # wall time per seed
+        clock[0] = time.perf_counter()
+        for k, raw in enumerate(records):
+            check_divergence(raw["loss"], history[k], configs[k])
+            seconds[k] += share
+            rule = raw["phase"] if config.paradigm == "hybrid" else config.paradigm
+            history[k].append(dict(_record(config, seeds[k], raw, rule), seconds=seconds[k]))
+        if out is not None:
+            for k, state in enumerate(run.seed_states()):
+                meta = {"format": CHECKPOINT_FORMAT, "kind": CNNTrainer.KIND,
+                        "epoch": epoch + 1, "config": affecting(configs[k], None),
+                        "data": fingerprint, "history": history[k],
+                        "train_seconds": seconds[k], "switch_epoch": switch[k]}
+                write_checkpoint(checkpoint_path(out, configs[k]),
+                                 lambda f, obj=dict(meta, **state): torch.save(obj, f))
+        if callback is not None:
+            for k in range(len(seeds)):
+                callback(epoch, history[k][-1])
+
+    raw = train_seeds_batched(
+        config, seeds, train, test, schedule=schedule, callback=after_epoch,
+        score_by_phase=True,
+        resume=None if states is None else (start, states, [[{
+            "train_mean_a_z": h["mean_a_z"]} for h in hk] for hk in history]))
+    return [dict(r, history=history[k], seconds=seconds[k], resumed_from_epoch=start,
+                 switch_epoch=switch[k] if config.paradigm == "hybrid" else None,
+                 warnings=collapse_warnings(history[k], m))
+            for k, r in enumerate(raw["results"])]

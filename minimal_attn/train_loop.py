@@ -1,0 +1,298 @@
+r"""One epoch/checkpoint skeleton for every FCAM trainer (V&R Section 2.4, Table 1).
+
+Vashisht & Ramaswamy (2023), Section 2.4 and Appendix A.2. A *trainer* knows
+its model (the CNN FCAM in ``backends/torch_train.py``, the linear FCAM in
+:mod:`.linear_train`); this module runs the epochs the same way for both:
+
+* the schedule: the loss paradigm of each epoch (the hybrid trains SA until its
+  switch, then HA; ``switch_epoch="auto"`` picks the switch from SA's focus,
+  :func:`auto_switch`) and its learning rate;
+* after every epoch: the divergence check, a test evaluation scored with the
+  inference rule of the epoch's phase, one history record, an atomic
+  checkpoint (the previous one kept as ``.ckpt.prev``) and the callbacks;
+* resume: the checkpoint is checked only against the settings that affect its
+  run (:func:`affecting`); an unreadable one falls back to ``.ckpt.prev``.
+
+A trainer provides ``KIND``, ``LR_TABLE``, ``m``, ``steps(batch_size)``,
+``train_epoch(phase, lr, epoch, step)``, ``evaluate(split, rule)``,
+``read(path)``, ``restore(payload)``, ``save(file, meta)`` and optionally
+``probe_loss(phase)`` (the loss on one fixed batch, for the divergence check).
+"""
+
+import math
+import os
+import time
+from dataclasses import asdict, dataclass
+from typing import Optional, Union
+
+from . import losses
+from .errors import InputError, check_paradigm
+from .io import atomic_open, ensure_dir
+
+#: The paper's learning rates (Appendix A.2): dataset -> loss paradigm -> lr.
+#: Synthetic image mosaics use CIFAR-10's.
+PAPER_LR = {"cifar10": {"sa": 0.01, "ha": 0.005, "lv": 0.01},
+            "cifar100": {"sa": 0.005, "ha": 0.001, "lv": 0.01}}
+#: Defaults for the linear FCAM (plain gradient descent from zero), chosen on the
+#: synthetic Gaussian mosaics; the paper gives none for this experiment.
+LINEAR_LR = {"sa": 0.5, "ha": 0.5, "lv": 0.5}
+CHECKPOINT_FORMAT = 2
+#: Auto switch and collapse: the focus has "risen" once mean a_z exceeds
+#: 1/m + RISE (1 - 1/m); it has "stalled" when it gained less than MIN_GAIN
+#: over PATIENCE epochs.
+RISE, MIN_GAIN, PATIENCE = 0.1, 0.02, 2
+#: Divergence: the epoch loss exceeds DIVERGE x max(log C, first epoch's loss).
+DIVERGE = 100.0
+
+
+def paper_setting(dataset):
+    """The paper's setting whose networks and rates a data set uses (synthetic: CIFAR-10's)."""
+    return "cifar100" if dataset == "cifar100" else "cifar10"
+
+
+@dataclass
+class TrainConfig:
+    """One training run: a paradigm, a seed and the optimiser settings."""
+
+    paradigm: str = "sa"                 # sa, ha, lv or hybrid
+    epochs: int = 10
+    lr: Optional[float] = None           # None: the table's lr (hybrid: its SA phase)
+    hybrid_lr: Optional[float] = None    # hybrid's HA-phase lr; None: the table's HA lr
+    momentum: float = 0.9                # SGD momentum (the CNN; the linear FCAM uses none)
+    batch_size: int = 100
+    seed: int = 0                        # initialisation and shuffling
+    switch_epoch: Union[int, str, None] = None  # hybrid: first HA epoch; None: epochs // 2;
+    #                                      "auto": when SA's focus stalls (auto_switch)
+    device: Optional[str] = None         # None: cuda if available, else cpu
+    threshold: float = 0.8               # SAIF / focus-true threshold tau
+    dataset: str = "cifar10"             # picks the Appendix A.2 networks and default lrs
+    n_classes: int = 3
+    chunk: Optional[int] = None          # images per network call; None: by device
+    width: float = 1.0                   # network width multiplier (1 = Appendix A.2)
+
+    def __post_init__(self):
+        self.paradigm = check_paradigm(self.paradigm)
+
+    def fixed_switch(self):
+        """The hybrid's first HA epoch when fixed; None for ``auto`` (chosen while training)."""
+        if self.switch_epoch == "auto":
+            return None
+        return self.epochs // 2 if self.switch_epoch is None else int(self.switch_epoch)
+
+    def latest_switch(self):
+        """``auto`` switches at the latest here, so HA gets at least a quarter of the epochs."""
+        return self.epochs - max(1, self.epochs // 4)
+
+    def rates(self, table=None):
+        """Learning rate of each loss phase of this run, e.g. {"sa": 0.01, "ha": 0.005}."""
+        table = table or PAPER_LR[paper_setting(self.dataset)]
+        if self.paradigm != "hybrid":
+            p = self.paradigm
+            return {p: float(table[p] if self.lr is None else self.lr)}
+        return {"sa": float(table["sa"] if self.lr is None else self.lr),
+                "ha": float(table["ha"] if self.hybrid_lr is None else self.hybrid_lr)}
+
+    def learning_rate(self, epoch, table=None, switch=None):
+        """The lr at ``epoch`` (``switch``: the hybrid's switch when ``auto`` chose one)."""
+        return self.rates(table)[self.phase(epoch, switch)]
+
+    def phase(self, epoch, switch=None):
+        """The loss paradigm (sa, ha, lv) in force at ``epoch``."""
+        switch = self.fixed_switch() if switch is None else switch
+        return losses.phase(self.paradigm, epoch, self.epochs if switch is None else switch)
+
+
+def affecting(config, table):
+    """The settings a checkpoint must share with the run that resumes it.
+
+    Only what changes this run's trajectory: an SA checkpoint ignores the
+    hybrid's switch and HA rate, and a single-paradigm run may be extended
+    with more epochs (the hybrid's default switch depends on them).
+    """
+    keep = ("paradigm", "seed", "batch_size", "momentum", "dataset", "n_classes", "width")
+    out = {k: v for k, v in asdict(config).items() if k in keep}
+    out["lr"] = config.rates(table)
+    if config.paradigm == "hybrid":
+        out["switch_epoch"] = config.switch_epoch
+        out["epochs"] = config.epochs
+    return out
+
+
+def checkpoint_path(out_dir, config):
+    return os.path.join(out_dir, "checkpoints", f"{config.paradigm}_seed{config.seed}.ckpt")
+
+
+def auto_switch(a_z, m):
+    """True when SA's focus has risen and stalled: time to switch the hybrid to HA.
+
+    ``a_z``: mean training a_z after each SA epoch so far. Risen: the last value
+    exceeds 1/m + RISE (1 - 1/m); stalled: it gained less than MIN_GAIN over
+    the last PATIENCE epochs.
+    """
+    if len(a_z) <= PATIENCE:
+        return False
+    risen = a_z[-1] > 1 / m + RISE * (1 - 1 / m)
+    return bool(risen and a_z[-1] - a_z[-1 - PATIENCE] < MIN_GAIN)
+
+
+def collapse_warnings(history, m, rising=3):
+    """Warnings for a late collapse: the loss rose ``rising`` epochs in a row, or the
+    focus rose clearly above 1/m and fell most of the way back."""
+    out = []
+    loss = [h["loss"] for h in history]
+    for e in range(rising, len(loss)):
+        if all(loss[k] > loss[k - 1] for k in range(e - rising + 1, e + 1)):
+            out.append(f"training loss rose for {rising} epochs in a row "
+                       f"(epochs {e - rising + 2}-{e + 1}: {loss[e - rising]:.4g} -> "
+                       f"{loss[e]:.4g})")
+            break
+    a_z = [h["mean_a_z"] for h in history]
+    if a_z:
+        peak = max(range(len(a_z)), key=a_z.__getitem__)
+        if a_z[peak] > 1 / m + RISE * (1 - 1 / m) and \
+                a_z[-1] - 1 / m < 0.2 * (a_z[peak] - 1 / m):
+            out.append(f"focus collapsed: mean a_z rose to {a_z[peak]:.3f} in epoch "
+                       f"{peak + 1} and fell back to {a_z[-1]:.3f} (1/m = {1 / m:.3f})")
+    return out
+
+
+def check_divergence(loss, history, config, after=None):
+    """Raise InputError when the loss is non-finite or grew by orders of magnitude.
+
+    ``loss``: the epoch's mean loss; ``after``: the loss on one batch after the
+    epoch (an epoch of one step shows a blow-up only there).
+    """
+    reference = max(math.log(config.n_classes), history[0]["loss"] if history else 0.0)
+    for value in (loss, loss if after is None else after):
+        if not math.isfinite(value) or value > DIVERGE * reference:
+            raise InputError(f"{config.paradigm} seed {config.seed} diverged; lower the "
+                             f"learning rate lr (loss {value:.4g} in epoch "
+                             f"{len(history) + 1})", param="lr")
+    return loss
+
+
+def read_checkpoint(path, trainer, config, fingerprint, log):
+    """(meta, payload) of the newest readable checkpoint, falling back to ``.prev``."""
+    bad = []
+    for candidate in (path, path + ".prev"):
+        if not os.path.exists(candidate):
+            continue
+        try:
+            meta, payload = trainer.read(candidate)
+            ok = meta.get("format") == CHECKPOINT_FORMAT and meta.get("kind") == trainer.KIND
+        except Exception as exc:                    # truncated, random bytes, foreign
+            ok, reason = False, type(exc).__name__
+        else:
+            reason = "another format or backend"
+        if not ok:
+            bad.append(f"{candidate} ({reason})")
+            continue
+        _check_settings(meta, config, trainer, fingerprint, candidate)
+        if bad:
+            log(f"warning: checkpoint {bad[0]} is unreadable; resuming from {candidate}")
+        return meta, payload
+    if bad:
+        raise InputError(f"checkpoint {bad[0]} cannot be read and no usable {path}.prev "
+                         "exists: delete it or drop --resume")
+    return None, None
+
+
+def _check_settings(meta, config, trainer, fingerprint, path):
+    saved, now = meta["config"], affecting(config, trainer.LR_TABLE)
+    diff = [k for k, v in now.items() if saved.get(k) != v]
+    if diff:
+        raise InputError(f"checkpoint {path} was written with different settings "
+                         f"({', '.join(f'{k}={saved.get(k)!r}' for k in diff)}); "
+                         "use the same options or drop --resume")
+    if meta["data"] != fingerprint:
+        raise InputError(f"checkpoint {path} was written for different mosaics; use the "
+                         "same dataset/m/n_train/n_test/data_dir or drop resume")
+    if meta["epoch"] > config.epochs:
+        raise InputError(f"checkpoint {path} already holds {meta['epoch']} epochs, more "
+                         f"than epochs={config.epochs}", param="epochs")
+
+
+def write_checkpoint(path, write):
+    """Write ``write(file)`` atomically; the old checkpoint becomes ``.prev`` afterwards."""
+    ensure_dir(os.path.dirname(path))
+    with atomic_open(path + ".new", "wb") as f:
+        write(f)
+    if os.path.exists(path):
+        os.replace(path, path + ".prev")
+    os.replace(path + ".new", path)
+
+
+def _no_bar(length, label):
+    return _NoBar()
+
+
+class _NoBar:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def update(self, loss=None):
+        pass
+
+
+def run_epochs(config, trainer, fingerprint, out_dir=None, resume=False, progress=None,
+               callback=None, log=None):
+    """Train ``trainer`` for ``config.epochs`` epochs; return the result dict.
+
+    ``progress(length, label)`` makes a per-epoch progress bar (a context
+    manager with ``update(loss)``); ``callback(epoch, record)`` runs after each
+    checkpoint; ``log(line)`` receives warnings.
+    """
+    log = log or (lambda line: None)
+    bar = progress if callable(progress) else _no_bar
+    path = checkpoint_path(out_dir, config) if out_dir is not None else None
+    meta = {"format": CHECKPOINT_FORMAT, "kind": trainer.KIND, "epoch": 0,
+            "config": affecting(config, trainer.LR_TABLE), "data": fingerprint,
+            "history": [], "train_seconds": 0.0, "switch_epoch": config.fixed_switch()}
+    if resume and path is not None:
+        saved, payload = read_checkpoint(path, trainer, config, fingerprint, log)
+        if saved is not None:
+            trainer.restore(payload)
+            meta = saved
+    start, history, rates = meta["epoch"], meta["history"], config.rates(trainer.LR_TABLE)
+    test_eval = None                       # the latest epoch's test evaluation, reused
+    for epoch in range(start, config.epochs):
+        t0 = time.perf_counter()
+        phase = config.phase(epoch, meta["switch_epoch"])
+        # the hybrid's SA phase is scored with SA's rule, its HA phase with HA's
+        rule = "sa" if config.paradigm == "hybrid" and phase == "sa" else config.paradigm
+        label = f"{config.paradigm} seed {config.seed} epoch {epoch + 1}/{config.epochs}"
+        with bar(trainer.steps(config.batch_size), label) as b:
+            loss, acc, a_z = trainer.train_epoch(phase, rates[phase], epoch, b.update)
+        check_divergence(loss, history, config, trainer.probe_loss(phase)
+                         if hasattr(trainer, "probe_loss") else None)
+        test_eval = rule, trainer.evaluate("test", rule)
+        record = {"paradigm": config.paradigm, "seed": config.seed, "epoch": epoch + 1,
+                  "phase": phase, "rule": "ha" if rule == "hybrid" else rule,
+                  "lr": rates[phase], "loss": loss, "train_accuracy": acc, "mean_a_z": a_z,
+                  "test_accuracy": test_eval[1][0]["accuracy"],
+                  "test_saif": test_eval[1][0]["saif"]}
+        history.append(record)
+        if config.switch_epoch == "auto" and meta["switch_epoch"] is None and (
+                auto_switch([h["mean_a_z"] for h in history], trainer.m)
+                or epoch + 1 >= config.latest_switch()):
+            meta["switch_epoch"] = epoch + 1
+        meta["train_seconds"] += time.perf_counter() - t0
+        meta["epoch"] = epoch + 1
+        record["seconds"] = meta["train_seconds"]
+        if path is not None:
+            write_checkpoint(path, lambda f: trainer.save(f, meta))
+        if callback is not None:
+            callback(epoch, record)
+    train_summary, train_inst = trainer.evaluate("train", config.paradigm)
+    if test_eval is None or test_eval[0] != config.paradigm:
+        test_eval = config.paradigm, trainer.evaluate("test", config.paradigm)
+    test_summary, test_inst = test_eval[1]
+    return {"paradigm": config.paradigm, "seed": config.seed, "train": train_summary,
+            "test": test_summary, "history": history,
+            "instances": {"train": train_inst, "test": test_inst},
+            "resumed_from_epoch": start, "seconds": meta["train_seconds"],
+            "switch_epoch": meta["switch_epoch"] if config.paradigm == "hybrid" else None,
+            "warnings": collapse_warnings(history, trainer.m)}

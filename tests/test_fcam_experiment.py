@@ -1,0 +1,69 @@
+"""run_experiment: the library API behind `attn-dyn train` (numpy backend, no torch needed)."""
+
+import json
+
+import pytest
+
+from minimal_attn.backends.fcam_experiment import ExperimentConfig, run_config, run_experiment
+from minimal_attn.train_report import PAPER_TABLE1, summary_markdown
+
+SMALL = dict(backend="numpy", dataset="synthetic", m=3, epochs=2, n_train=40, n_test=20,
+             batch_size=20)
+
+
+def test_learning_rates_per_paradigm_and_for_the_hybrid():
+    c = ExperimentConfig(lr={"sa": 0.05, "ha": 0.01})
+    assert (run_config(c, "sa", 0).lr, run_config(c, "ha", 0).lr) == (0.05, 0.01)
+    assert run_config(c, "lv", 0).lr is None                        # the paper's
+    hybrid = run_config(c, "hybrid", 0)
+    assert (hybrid.lr, hybrid.hybrid_lr) == (0.05, 0.01)
+    c = ExperimentConfig(lr={"all": 0.2, "hybrid": 0.3}, hybrid_lr=0.4)
+    assert run_config(c, "lv", 0).lr == 0.2
+    assert (run_config(c, "hybrid", 0).lr, run_config(c, "hybrid", 0).hybrid_lr) == (0.3, 0.4)
+    assert run_config(c, "sa", 0).hybrid_lr is None and run_config(c, "sa", 0).switch_epoch \
+        is None
+
+
+def test_ctrl_c_keeps_checkpoints_and_says_how_to_resume(tmp_path):
+    config = ExperimentConfig(**SMALL, paradigms=["sa", "lv"])
+
+    def interrupt(record):
+        if record["paradigm"] == "lv":
+            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt, match="--resume") as info:
+        run_experiment(config, out=str(tmp_path), on_epoch=interrupt)
+    assert str(tmp_path / "checkpoints") in str(info.value)
+    assert not (tmp_path / "results.json").exists()
+    lines = []
+    results, _ = run_experiment(config, out=str(tmp_path), resume=True, log=lines.append)
+    assert not any("starting fresh" in line for line in lines)       # both checkpoints read
+    assert sorted(results) == ["lv", "sa"]
+
+
+def test_results_json_is_written_last(tmp_path, monkeypatch):
+    config = ExperimentConfig(**SMALL, paradigms=["sa"])
+    run_experiment(config, out=str(tmp_path))
+    assert (tmp_path / "results.json").exists()
+    import minimal_attn.saif as saif
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(saif, "plot_heatmap", interrupted)
+    with pytest.raises(KeyboardInterrupt, match="--resume"):
+        run_experiment(config, out=str(tmp_path), resume=True)
+    # the old results.json is gone, so no reader pairs it with half-rewritten files
+    assert not (tmp_path / "results.json").exists()
+    monkeypatch.undo()
+    run_experiment(config, out=str(tmp_path), resume=True)
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["sa"]["test"]["per_seed"][0]["n"] == 20
+
+
+def test_summary_puts_the_papers_table_1_beside_ours():
+    entry = {split: {k: 0.5 for k in ("accuracy", "accuracy_std", "saif", "saif_std")}
+             for split in ("train", "test")}
+    md = summary_markdown({"lv": entry, "hybrid": entry}, 5, "cifar10")
+    rows = md.splitlines()[2:]
+    assert rows[0].endswith("| 77.9 | 62.0 |") and rows[1].endswith("| 76.6 | 59.0 |")
+    assert summary_markdown({"lv": entry}, 7, "cifar10").splitlines()[2].endswith("| - | - |")
+    assert PAPER_TABLE1["cifar100", 20]["ha"] == (1.7, 8.2)
