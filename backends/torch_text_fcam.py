@@ -130,9 +130,10 @@ class TextFCAM(nn.Module):
         return self.encoder(h, src_key_padding_mask=~mask)                    # (B, L, D)
 
     def scores(self, h, mask):
-        """Focus scores (B, L), :math:`-\\infty` on padding."""
-        f = self.focus(h)[..., 0]                                             # (B, L)
-        return f.masked_fill(~mask, float("-inf"))
+        """Focus scores (B, L), :math:`-\\infty` on padding; the MLP sees real tokens only."""
+        scores = h.new_full(mask.shape, float("-inf"))                        # (B, L)
+        scores[mask] = self.focus(h[mask])[:, 0]                              # (n_real,)
+        return scores
 
     def token_logits(self, h, mask):
         """g(h_j) for every real token, (B, L, C); padded tokens get logits 0."""

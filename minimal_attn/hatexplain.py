@@ -19,7 +19,7 @@ Two layouts are read (:func:`read_hatexplain`):
   "post_tokens": [...]}``. The label is the majority of the annotators (posts
   where all three disagree are dropped, as in the HateXplain paper, and
   counted); a token is in the rationale when a strict majority of the given
-  rationale lists mark it.
+  rationale lists mark it (none for a post whose majority label is normal).
 * ``hatexplain_binary.jsonl`` (the shared copy): one object a line with
   ``post_id``, ``tokens``, ``label`` ("toxic" / "non-toxic"), ``rationale``
   (already aggregated) and ``orig_split``.
@@ -147,6 +147,8 @@ def _read_original(path):
         lists = [_check_post(where, tokens, r) for r in post.get("rationales") or []]
         marks = np.sum(lists, axis=0) if lists else np.zeros(len(tokens), dtype=np.int64)
         rationale = (2 * marks > len(lists)).astype(np.int8)        # strict majority
+        if CLASSES["original"][label] == "normal":
+            rationale[:] = 0               # a normal post has no true foreground
         rows.append((str(post.get("post_id", key)), tokens, label, rationale, None))
     return rows, {"no majority label": undecided}
 
