@@ -229,15 +229,22 @@ class HateXplainConfig:
     threads: Optional[int] = None        # torch CPU threads (None: leave torch's setting)
 
 
+def _named(check, name, *args):
+    """Run ``check(name, *args)``; its InputError names the parameter (the CLI shows the option)."""
+    try:
+        return check(name, *args)
+    except InputError as exc:
+        raise InputError(str(exc), param=name) from None
+
+
 def _check(config, out_dir, resume):
     t = config.train
-    check_int_at_least("epochs", t.epochs, 1)
-    check_int_at_least("seeds", config.seeds, 1)
-    check_int_at_least("batch_size", t.batch_size, 1)
-    check_int_at_least("min_count", config.min_count, 1)
+    for name, value in (("epochs", t.epochs), ("seeds", config.seeds),
+                        ("batch_size", t.batch_size), ("min_count", config.min_count)):
+        _named(check_int_at_least, name, value, 1)
     for name in ("lr", "hybrid_lr"):
         if getattr(t, name) is not None:
-            check_positive(name, getattr(t, name))
+            _named(check_positive, name, getattr(t, name))
     if t.switch_epoch is not None and not 0 <= t.switch_epoch <= t.epochs:
         raise InputError(f"switch_epoch must lie in 0..{t.epochs} (epochs)", param="switch_epoch")
     if not 0 < t.threshold < 1:
@@ -258,7 +265,7 @@ def run_hatexplain(config, data_dir, out_dir=None, resume=False, callback=None):
     _check(config, out_dir, resume)
     paradigms = [check_paradigm(p) for p in config.paradigms]
     if config.threads is not None:
-        torch.set_num_threads(check_int_at_least("threads", config.threads, 1))
+        torch.set_num_threads(_named(check_int_at_least, "threads", config.threads, 1))
     device = str(tb.get_device(config.train.device))
     data = hatexplain.read_hatexplain(data_dir)
     vocab, enc = hatexplain.encode_splits(data, config.min_count, config.max_len)

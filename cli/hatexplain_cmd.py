@@ -83,13 +83,16 @@ def train_text(backend, dataset, data_dir, embedding, paradigm, epochs, seeds, o
                               device=device, threshold=threshold),
         paradigms=tuple(paradigms), seeds=seeds, min_count=min_count, threads=threads)
     total = len(paradigms) * max(seeds, 1) * max(epochs, 1)
-    bar = (click.progressbar(length=total, label="training", file=click.get_text_stream("stderr"))
-           if progress else None)
+    bars = []                            # opened at the first epoch: an early error prints alone
 
     def report(record):
         if record["event"] == "epoch":
-            if bar is not None:
-                bar.update(1)
+            if progress and not bars:
+                bars.append(click.progressbar(length=total, label="training",
+                                              file=click.get_text_stream("stderr")))
+                bars[0].__enter__()
+            if bars:
+                bars[0].update(1)
             return
         click.echo(f"\n{record['paradigm']} seed {record['seed']}: " + ", ".join(
             f"{s} accuracy {100 * record[s + '_accuracy']:.1f}% SAIF "
@@ -98,13 +101,11 @@ def train_text(backend, dataset, data_dir, embedding, paradigm, epochs, seeds, o
 
     from minimal_attn.hatexplain_report import summary_markdown
 
-    if bar is not None:
-        bar.__enter__()
     try:
         results, meta = run_hatexplain(config, data_dir, out, resume, report)
     finally:
-        if bar is not None:
-            bar.__exit__(None, None, None)
+        if bars:
+            bars[0].__exit__(None, None, None)
     click.echo(summary_markdown(results, meta), nl=False)
     if out is not None:
         click.echo(f"wrote results.json, config.json, summary.csv, summary.md, "

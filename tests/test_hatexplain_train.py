@@ -170,7 +170,8 @@ def test_cli_bad_jsonl_exits_2_with_one_line_and_writes_nothing(tmp_path, row, m
 @pytest.mark.parametrize("args,message", [
     (["--data-dir", "/nonexistent/hatexplain"], "does not exist"),
     (["--epochs", 0], "--epochs must be an integer >= 1"),
-    (["--resume"], "--resume needs --out"),
+    (["--resume"], "resume needs --out"),
+    (["--threads", 0], "--threads must be an integer >= 1"),
     (["--embedding", "lstm"], "Invalid value for '--embedding'"),
     (["--paradigm", "soft,bogus"], "unknown paradigm 'bogus'"),
 ])
