@@ -36,8 +36,14 @@ from minimal_attn.io import atomic_open, ensure_dir
 
 from . import torch_backend as tb
 from .torch_text_fcam import TextFCAMConfig, build_text_fcam, check_embedding
-from .torch_train import (CHECKPOINT_FORMAT, _check_finite, _check_resumable, _comparable,
-                          checkpoint_path, data_fingerprint)
+from .torch_train import (
+    CHECKPOINT_FORMAT,
+    _check_finite,
+    _check_resumable,
+    _comparable,
+    checkpoint_path,
+    data_fingerprint,
+)
 
 #: Appendix A.3: loss paradigm -> lr (both embeddings); the hybrid's HA phase uses 0.01.
 HATEXPLAIN_LR = {"sa": 0.1, "ha": 0.1, "lv": 0.3}

@@ -72,8 +72,11 @@ def train_text(backend, dataset, data_dir, embedding, paradigm, epochs, seeds, o
     """
     paradigms = parse_paradigms(paradigm)
     try:
-        from minimal_attn.backends.text_fcam_train import (HateXplainConfig, TextTrainConfig,
-                                                           run_hatexplain)
+        from minimal_attn.backends.text_fcam_train import (
+            HateXplainConfig,
+            TextTrainConfig,
+            run_hatexplain,
+        )
     except ImportError as exc:
         raise InputError(f"train-text needs torch ({exc}); install it (pip install torch)") \
             from None
