@@ -46,14 +46,16 @@
 # paper gives neither the number of epochs nor the batch size; we use the same
 # number of epochs for every paradigm (equal optimiser steps) and batch 128
 # (smaller batches make LV at the paper's lr 0.3 diverge). `HX_EPOCHS` and
-# `HX_SEEDS` set the size; the default (12 epochs, 1 seed) takes about 15
-# minutes on an idle 2-core CPU. The same run is one command per embedding:
+# `HX_SEEDS` set the size; the default (25 epochs, 1 seed, one thread) needs
+# about 12 minutes of CPU time (a 6-epoch run measured 175 s of CPU time; on
+# a loaded machine the wall time is longer). The same run is one command per
+# embedding:
 #
 # ```
 # attn-dyn train-text --data-dir ../shared/data/hatexplain --embedding standard \
-#     --paradigm all --epochs 12 --seeds 1 --out runs/hatexplain1
+#     --paradigm all --epochs 25 --seeds 1 --out runs/hatexplain1
 # attn-dyn train-text --data-dir ../shared/data/hatexplain --embedding self-attention \
-#     --paradigm all --epochs 12 --seeds 1 --out runs/hatexplain2
+#     --paradigm all --epochs 25 --seeds 1 --out runs/hatexplain2
 # ```
 
 # %%
@@ -68,7 +70,7 @@ import torch
 from minimal_attn.backends.text_fcam_train import HateXplainConfig, TextTrainConfig, run_hatexplain
 from minimal_attn.hatexplain_report import PAPER_ROWS, summary_markdown
 
-EPOCHS = int(os.environ.get("HX_EPOCHS", 12))
+EPOCHS = int(os.environ.get("HX_EPOCHS", 25))
 SEEDS = int(os.environ.get("HX_SEEDS", 1))
 OUT = Path(os.environ.get("HX_OUT") or tempfile.mkdtemp(prefix="hatexplain_table1_"))
 torch.set_num_threads(int(os.environ.get("HX_THREADS", 1)))
