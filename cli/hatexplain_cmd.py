@@ -97,7 +97,8 @@ def train_text(backend, dataset, data_dir, embedding, paradigm, epochs, seeds, o
             if bars:
                 bars[0].update(1)
             return
-        click.echo(f"\n{record['paradigm']} seed {record['seed']}: " + ", ".join(
+        click.echo(("\n" if bars else "") + f"{record['paradigm']} seed {record['seed']}: "
+                   + ", ".join(
             f"{s} accuracy {100 * record[s + '_accuracy']:.1f}% SAIF "
             f"{100 * record[s + '_saif']:.1f}%" for s in ("train", "test"))
             + f" ({record['seconds']:.1f} s)", err=True)
