@@ -22,6 +22,7 @@ COMMANDS = {
     "ode": "ode_cmd:ode",
     "fixed-focus": "fixed_focus_cmd:fixed_focus",
     "train": "train_cmd:train",
+    "train-text": "hatexplain_cmd:train_text",
     "ibm1": "text_cmd:ibm1",
     "proxy": "text_cmd:proxy",
     "agreement": "agreement_cmd:agreement",

@@ -1,0 +1,182 @@
+"""Training the HateXplain text FCAM: learning, exact resume, the CLI and its bad inputs."""
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from minimal_attn import PARADIGMS, hatexplain
+from minimal_attn.cli.main import cli
+
+torch = pytest.importorskip("torch")
+from minimal_attn.backends.text_fcam_train import (  # noqa: E402
+    HATEXPLAIN_LR,
+    HYBRID_HA_LR,
+    TextTrainConfig,
+    train_text_run,
+)
+
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+
+
+def _toy_rows(n, split, seed):
+    """Posts of neutral words; a toxic one holds 1-2 keywords, which are its rationale."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for k in range(n):
+        tokens = [f"w{i}" for i in rng.integers(0, 30, rng.integers(3, 9))]
+        rationale = [0] * len(tokens)
+        toxic = rng.random() < 0.6
+        if toxic:
+            for _ in range(rng.integers(1, 3)):
+                j = int(rng.integers(0, len(tokens) + 1))
+                tokens.insert(j, f"bad{rng.integers(0, 4)}")
+                rationale.insert(j, 1)
+        rows.append({"post_id": f"{split}{k}", "tokens": tokens, "rationale": rationale,
+                     "label": "toxic" if toxic else "non-toxic", "orig_split": split})
+    return rows
+
+
+@pytest.fixture(scope="module")
+def toy_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("toy_hatexplain")
+    rows = _toy_rows(160, "train", 0) + _toy_rows(20, "val", 1) + _toy_rows(80, "test", 2)
+    (folder / "hatexplain_binary.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder
+
+
+def _encoded(folder):
+    vocab, enc = hatexplain.encode_splits(hatexplain.read_hatexplain(folder), min_count=1)
+    return len(vocab), enc
+
+
+def test_paper_learning_rates_and_hybrid_schedule():
+    assert HATEXPLAIN_LR == {"sa": 0.1, "ha": 0.1, "lv": 0.3} and HYBRID_HA_LR == 0.01
+    config = TextTrainConfig(paradigm="hybrid", epochs=6)
+    assert [config.phase(e) for e in range(6)] == ["sa"] * 3 + ["ha"] * 3
+    assert [config.learning_rate(e) for e in (0, 2, 3, 5)] == [0.1, 0.1, 0.01, 0.01]
+    assert TextTrainConfig(paradigm="lv").learning_rate(0) == 0.3
+
+
+def test_short_run_on_the_shared_data_beats_the_majority_class(shared_data, tmp_path):
+    lines = (shared_data / "hatexplain" / "hatexplain_binary.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    train = [r for r in rows if r["orig_split"] == "train"][:2000]
+    test = [r for r in rows if r["orig_split"] == "test"][:600]
+    (tmp_path / "hatexplain_binary.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in train + test))
+    vocab_size, enc = _encoded(tmp_path)
+    majority = max(np.mean(enc["test"].y), 1 - np.mean(enc["test"].y))
+    config = TextTrainConfig(paradigm="sa", epochs=3, batch_size=64, device="cpu")
+    result = train_text_run(config, enc["train"], enc["test"], vocab_size)
+    assert result["test"]["accuracy"] > majority + 0.03
+    # the focus moves onto the rationale: mean a_z* grows over training
+    history = result["history"]
+    assert history[-1]["train_mean_a_z"] > history[0]["train_mean_a_z"] + 0.02
+    assert result["test"]["n"] == int(np.sum(enc["test"].y == 1))        # toxic posts only
+
+
+def _interrupt_after_first_epoch(epoch, record):
+    if epoch == 0:
+        raise KeyboardInterrupt("killed after one epoch")
+
+
+@pytest.mark.parametrize("embedding", ["standard", "self-attention"])
+def test_resume_equals_an_uninterrupted_run(toy_dir, tmp_path, embedding):
+    vocab_size, enc = _encoded(toy_dir)
+    config = TextTrainConfig(paradigm="hybrid", embedding=embedding, epochs=3, switch_epoch=1,
+                             batch_size=32, device="cpu", seed=1)
+    whole = train_text_run(config, enc["train"], enc["test"], vocab_size, tmp_path / "a")
+    with pytest.raises(KeyboardInterrupt):
+        train_text_run(config, enc["train"], enc["test"], vocab_size, tmp_path / "b",
+                       callback=_interrupt_after_first_epoch)
+    resumed = train_text_run(config, enc["train"], enc["test"], vocab_size, tmp_path / "b",
+                             resume=True)
+    assert resumed["resumed_from_epoch"] == 1
+    assert resumed["history"] == whole["history"]
+    assert [h["phase"] for h in whole["history"]] == ["sa", "ha", "ha"]
+    for split in ("train", "test"):
+        assert resumed[split] == whole[split]
+    a = torch.load(tmp_path / "a" / "checkpoints" / "hybrid_seed1.ckpt", weights_only=True)
+    b = torch.load(tmp_path / "b" / "checkpoints" / "hybrid_seed1.ckpt", weights_only=True)
+    for key, value in a["model"].items():
+        assert torch.equal(b["model"][key], value), key
+
+
+def run(*args):
+    return CliRunner().invoke(cli, ["train-text"] + [str(a) for a in args])
+
+
+def test_cli_writes_the_cifar_results_layout(toy_dir, tmp_path):
+    out = tmp_path / "out"
+    r = run("--backend", "torch", "--dataset", "hatexplain", "--data-dir", toy_dir,
+            "--embedding", "standard", "--paradigm", "all", "--epochs", 2, "--seeds", 2,
+            "--batch-size", 32, "--min-count", 1, "--device", "cpu", "--threads", 1,
+            "--out", out, "--no-progress")
+    assert r.exit_code == 0, r.output
+    results = json.loads((out / "results.json").read_text())
+    assert list(results) == list(PARADIGMS)
+    for p, entry in results.items():
+        for split in ("train", "test"):
+            e = entry[split]
+            for key in ("accuracy", "saif"):
+                assert 0.0 <= e[key] <= 1.0
+                assert e[key] == pytest.approx(np.mean([s[key] for s in e["per_seed"]]))
+            assert e["n_without_rationale"] + e["n"] == e["n_posts"]
+            assert np.sum(e["heatmap"]) == pytest.approx(100.0)
+            assert (out / f"heatmap_{p}_{split}.png").stat().st_size > 1000
+        assert (out / "checkpoints" / f"{p}_seed1.ckpt").exists()
+    config = json.loads((out / "config.json").read_text())
+    assert config["lr"] == {"sa": [0.1], "ha": [0.1], "lv": [0.3], "hybrid": [0.01, 0.1]}
+    md = (out / "summary.md").read_text()
+    assert "HateXplain-1" in md and "3-class" in md and "| hybrid |" in md
+    assert md in r.stdout
+    # a resumed run with every epoch done trains nothing and reproduces the results
+    r2 = run("--data-dir", toy_dir, "--epochs", 2, "--seeds", 2, "--batch-size", 32,
+             "--min-count", 1, "--device", "cpu", "--out", out, "--resume", "--no-progress")
+    assert r2.exit_code == 0, r2.output
+    again = json.loads((out / "results.json").read_text())
+    for p in PARADIGMS:
+        assert again[p]["test"]["per_seed"][1]["saif"] == results[p]["test"]["per_seed"][1]["saif"]
+    r3 = run("--data-dir", toy_dir, "--epochs", 2, "--seeds", 2, "--batch-size", 32,
+             "--min-count", 1, "--device", "cpu", "--out", out, "--resume", "--lr", 0.05)
+    assert r3.exit_code == 2 and "different settings" in r3.stderr
+
+
+def _bad_dir(tmp_path, row):
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    rows = _toy_rows(5, "train", 0) + [row]
+    (folder / "hatexplain_binary.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder
+
+
+@pytest.mark.parametrize("row,message", [
+    ({"post_id": "x", "tokens": ["a", "b", "c"], "label": "toxic", "rationale": [0, 1],
+      "orig_split": "train"}, "rationale has 2 entries but the post has 3 tokens"),
+    ({"post_id": "x", "tokens": ["a"], "label": "spam", "rationale": [0],
+      "orig_split": "train"}, "unknown label 'spam'"),
+])
+def test_cli_bad_jsonl_exits_2_with_one_line_and_writes_nothing(tmp_path, row, message):
+    out = tmp_path / "out"
+    r = run("--data-dir", _bad_dir(tmp_path, row), "--out", out, "--device", "cpu")
+    assert r.exit_code == 2
+    assert r.stderr.startswith("Error:") and len(r.stderr.strip().splitlines()) == 1
+    assert message in r.stderr and "line 6" in r.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--data-dir", "/nonexistent/hatexplain"], "does not exist"),
+    (["--epochs", 0], "--epochs must be an integer >= 1"),
+    (["--resume"], "resume needs --out"),
+    (["--threads", 0], "--threads must be an integer >= 1"),
+    (["--embedding", "lstm"], "Invalid value for '--embedding'"),
+    (["--paradigm", "soft,bogus"], "unknown paradigm 'bogus'"),
+])
+def test_cli_bad_options_exit_2(toy_dir, args, message):
+    base = [] if "--data-dir" in args else ["--data-dir", toy_dir]
+    r = run(*(base + args + ["--device", "cpu"]))
+    assert r.exit_code == 2, r.output
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1
