@@ -19,6 +19,7 @@ import numpy as np
 from . import fcam, ode
 from .data import exact_population, fixed_log_attention
 from .errors import check_alpha, check_int_at_least, check_paradigm, check_positive
+from .losses import LOSS_PARADIGMS
 
 
 def read_mu_nu(params, S):
@@ -48,7 +49,7 @@ def simulate(paradigm, m, n_classes, t_max, lr=0.02, alpha=None, t_eval=None,
     -------
     dict of arrays ``t``, ``mu``, ``nu``, ``alpha``, ``beta`` (like :func:`ode.solve`).
     """
-    paradigm = check_paradigm(paradigm, ode.ODE_PARADIGMS)
+    paradigm = check_paradigm(paradigm, LOSS_PARADIGMS)
     m = check_int_at_least("m", m, 2)
     C = check_int_at_least("C (classes)", n_classes, 2)
     check_positive("t-max", t_max)

@@ -2,6 +2,25 @@
 
 import numpy as np
 from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+#: Bounded floats, no NaN, no infinities, no subnormals (a subnormal difference
+#: rounds to a tie after ordinary arithmetic, which breaks exact properties).
+def floats(lo, hi):
+    return st.floats(lo, hi, allow_nan=False, allow_infinity=False, allow_subnormal=False)
+
+
+@st.composite
+def scores_logits(draw, big=False):
+    """Scores (N, m), logits (N, m, C) and labels (N,); entries up to 1e4 with ``big``."""
+    n = draw(st.integers(1, 5))
+    m = draw(st.integers(2, 6))
+    c = draw(st.integers(2, 5))
+    elems = floats(-1e4, 1e4) if big else floats(-50, 50)
+    scores = draw(arrays(np.float64, (n, m), elements=elems))
+    logits = draw(arrays(np.float64, (n, m, c), elements=elems))
+    y = draw(arrays(np.int64, (n,), elements=st.integers(0, c - 1)))
+    return scores, logits, y
 
 
 @st.composite

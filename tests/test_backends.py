@@ -73,9 +73,9 @@ def test_losses_and_inference_conform(backend, problem):
 def test_core_gradients_run_on_the_array_namespace(backend, problem):
     _, to_b, to_np = _namespace(backend)
     scores, logits, y = problem
-    for grad in (losses.grad_ha, losses.grad_lv):
-        for got, want in zip(grad(to_b(scores), to_b(logits), to_b(y)),
-                             grad(scores, logits, y)):
+    for paradigm in ("ha", "lv"):
+        for got, want in zip(losses.value_and_grad(paradigm, to_b(scores), to_b(logits), to_b(y)),
+                             losses.value_and_grad(paradigm, scores, logits, y)):
             np.testing.assert_allclose(to_np(got), want, rtol=1e-10, atol=1e-300)
 
 
