@@ -47,9 +47,10 @@ def _numpy_namespace():
     global _NUMPY
     if _NUMPY is None:
         try:
-            import array_api_compat.numpy as _NUMPY
+            from array_api_compat import numpy as compat_numpy
         except ImportError:
-            _NUMPY = np
+            compat_numpy = np
+        _NUMPY = compat_numpy
     return _NUMPY
 
 
@@ -89,6 +90,37 @@ def like(xp, values, ref=None, dtype=None):
         except ImportError:
             pass
     return xp.asarray(values, **kwargs)
+
+
+def namespace(module):
+    """The array-API namespace for a module (numpy, cupy, torch, array_api_strict)."""
+    if module is np or getattr(module, "__name__", "") == "numpy":
+        return _numpy_namespace()
+    try:
+        from array_api_compat import array_namespace as find
+    except ImportError:
+        return module
+    return find(module.asarray(0.0))
+
+
+def bincount(xp, index, weights, minlength):
+    """``sum of weights per index`` (N,) -> (minlength,): the one scatter-add the core needs.
+
+    The array API standard has no scatter-add; NumPy, CuPy and torch have
+    ``bincount``, other namespaces go through NumPy on the host (correct, slower).
+    """
+    if hasattr(xp, "bincount"):
+        return xp.bincount(index, weights=weights, minlength=minlength)
+    out = np.bincount(to_numpy(index), weights=to_numpy(weights), minlength=minlength)
+    return like(xp, out, weights)
+
+
+def scatter_add_rows(xp, index, rows, n):
+    """``out[index[k]] += rows[k]`` for rows (K, d) into (n, d), repeated indices all counting."""
+    K, d = rows.shape
+    cols = like(xp, np.arange(d), rows)
+    flat = xp.reshape(index[:, None] * d + cols[None, :], (-1,))        # (K * d,)
+    return xp.reshape(bincount(xp, flat, xp.reshape(rows, (-1,)), n * d), (n, d))
 
 
 def cupy_available():

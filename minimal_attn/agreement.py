@@ -1,7 +1,7 @@
-r"""Agreement between attention-like vectors, Section 3.1 of Snell et al. (2021), Eqs. (10)-(11).
+r"""Agreement between attention-like vectors, Snell et al. (2021) Sec. 3.1, Snell Eqs. (10)-(11).
 
 For one output word, ``u`` and ``v`` score the L input positions (an
-attention row, a probe row beta). Eq. (10) asks whether the top position of
+attention row, a probe row beta). Snell Eq. (10) asks whether the top position of
 ``u`` is among the top 5% of ``v``:
 
 .. math:: A(u, v) = 1\Big[\, \big|\{\, l : v_l > v_{l^*} \,\}\big| < k \,\Big],
@@ -17,7 +17,7 @@ The random baseline :math:`\hat A(v)` is A when :math:`l^*` is a uniformly
 random position: the fraction of positions of ``v`` that pass the test (the
 authors estimate it by shuffling v; here it is computed exactly).
 
-Eq. (11) contextualises an agreement by the performance a normally trained
+Snell Eq. (11) contextualises an agreement by the performance a normally trained
 model needs to reach it: see :func:`xi`.
 
 Matrices here are (T, L): one row per output word, as returned by
@@ -33,7 +33,7 @@ from .errors import InputError
 
 
 def top_k(L, percent=5.0):
-    """k of Eq. (10): ceil(percent/100 * L), which is >= 1 for L >= 1."""
+    """k of Snell Eq. (10): ceil(percent/100 * L), which is >= 1 for L >= 1."""
     return max(1, math.ceil(percent * L / 100.0))
 
 
@@ -45,7 +45,7 @@ def _rows(u, v):
 
 
 def agreement_rows(u, v, percent=5.0):
-    """Eq. (10) for every row of two (T, L) matrices: int array, shape (T,)."""
+    """Snell Eq. (10) for every row of two (T, L) matrices: int array, shape (T,)."""
     u, v = _rows(u, v)
     k = top_k(u.shape[1], percent)
     vstar = v[np.arange(len(v)), np.argmax(u, axis=1)]                    # (T,)
@@ -53,7 +53,7 @@ def agreement_rows(u, v, percent=5.0):
 
 
 def agreement(u, v, percent=5.0):
-    """A(u, v) of Eq. (10) for two vectors of length L: 1 or 0."""
+    """A(u, v) of Snell Eq. (10) for two vectors of length L: 1 or 0."""
     if np.ndim(u) != 1:
         raise InputError("agreement takes two vectors; use agreement_rows for matrices")
     return int(agreement_rows(u, v, percent)[0])
@@ -81,7 +81,7 @@ def kendall_tau(u, v):
 
 
 def average_agreement(us, vs, percent=5.0, kendall=True):
-    """Eq. (10), its baseline and Kendall's tau averaged over all output words of a data set.
+    """Snell Eq. (10), its baseline and Kendall's tau averaged over all output words of a data set.
 
     Parameters
     ----------
@@ -115,7 +115,7 @@ def average_agreement(us, vs, percent=5.0, kendall=True):
 
 
 def xi(probe_agreement, run_agreements, run_performance):
-    r"""The contextualised agreement :math:`\xi`, Eq. (11).
+    r"""The contextualised agreement :math:`\xi`, Snell Eq. (11).
 
     A probe (e.g. :math:`\beta^{uf}` or :math:`\beta^{px}`) agrees with a
     reference attention :math:`\alpha^*` (a fully trained model) to the
@@ -143,7 +143,7 @@ def xi(probe_agreement, run_agreements, run_performance):
 
 
 def contextualised_agreement(reference, probe, checkpoints, performance, percent=5.0):
-    r"""Eq. (11) from raw matrices: :math:`\xi` and the agreements it is built from.
+    r"""Snell Eq. (11) from raw matrices: :math:`\xi` and the agreements it is built from.
 
     Parameters
     ----------

@@ -71,14 +71,14 @@ def loss_and_grad(params, X, y, paradigm, log_attention=None):
     r"""Loss and its gradients ``{"W": dW, "u": du}``, V&R Eqs. (7)-(12).
 
     The paper writes the population gradients as means over the C labels; here
-    they are means over the N instances of ``X``. SA (Eqs. (7)-(8)): with
+    they are means over the N instances of ``X``. SA (V&R Eqs. (7)-(8)): with
     :math:`\delta_n = \sigma(W\tilde x_n) - e_{y_n}`,
 
     .. math:: \nabla_W L = \tfrac1N \sum_n \delta_n \tilde x_n^\top, \qquad
               \nabla_u L = \tfrac1N \sum_n \sum_j a_{nj}
                  \big(\delta_n^\top W (x_{nj} - \tilde x_n)\big)\, x_{nj}.
 
-    HA and LV (Eqs. (9)-(12)): :math:`\nabla_W L = \sum_{n,j} \partial L/\partial g(x_{nj})
+    HA and LV (V&R Eqs. (9)-(12)): :math:`\nabla_W L = \sum_{n,j} \partial L/\partial g(x_{nj})
     \, x_{nj}^\top` and :math:`\nabla_u L = \sum_{n,j} \partial L/\partial f_{nj}\, x_{nj}`
     with the per-segment terms of :func:`losses.value_and_grad_ha` / ``_lv``.
     Identity used for ``du``: :math:`\sum_j c_j (x_j - \tilde x) = \sum_j (c_j -

@@ -74,11 +74,17 @@ def _pick(logp, y, per_segment):
 
 
 def _minus_onehot(p, y, per_segment):
-    """``p - e_y`` for p (..., N, C) or, per segment, (..., N, m, C)."""
+    """``p - e_y`` for p (..., N, C) or, per segment, (..., N, m, C).
+
+    The label's entry ``p_y - 1`` is written ``-sum_{k != y} p_k`` (the same
+    number, as ``sum_k p_k = 1``), which keeps its digits when ``p_y`` rounds to 1.
+    """
     xp = get_xp(p, y)
     labels = xp.reshape(y, _label_shape(y, per_segment))
     classes = like(xp, list(range(p.shape[-1])), p, dtype=y.dtype)     # (C,)
-    return p - xp.astype(labels == classes, p.dtype)
+    is_label = labels == classes                                       # (..., N, (m,) C)
+    others = xp.where(is_label, xp.zeros_like(p), p)                   # p_k for k != y
+    return xp.where(is_label, -xp.sum(others, axis=-1, keepdims=True), p)
 
 
 def _weights(xp, n, weight, ref):
@@ -145,7 +151,8 @@ def ha_from_log_lik(scores, log_lik, weight=None):
     dlog_lik)``, all (N, m) but the loss. With :math:`\ell_j = -\ell\ell_j`
     and :math:`L_n = \sum_k a_k\ell_k`, V&R Eq. (10) on the scores is
 
-    .. math:: \partial L/\partial f_j = w\,a_j(\ell_j - L_n) = w\,a_j \textstyle\sum_k a_k(\ell_j - \ell_k),
+    .. math:: \partial L/\partial f_j = w\,a_j(\ell_j - L_n)
+              = w\,a_j \textstyle\sum_k a_k(\ell_j - \ell_k),
 
     the pairwise form being exact at nearly one-hot attention (:func:`softmax_backward`).
     """

@@ -25,7 +25,7 @@ this set, gradient flow on (W, u) reads
 
 Written out (with :math:`\beta_a = \beta(\alpha\mu)` for SA and
 :math:`Z = \alpha\beta + (1-\alpha)/C` for LV; :func:`mu_dot`, :func:`nu_dot`
-state how these are the paper's Eqs. (1)-(6) rewritten):
+state how these are the paper's V&R Eqs. (1)-(6) rewritten):
 
 =====  ==========================================  ==============================================
        :math:`\dot\mu`                             :math:`\dot\nu`

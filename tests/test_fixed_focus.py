@@ -5,8 +5,8 @@ import pytest
 
 from minimal_attn import data, fcam, losses, ode
 from minimal_attn import fixed_focus as ff
-from minimal_attn.losses import LOSS_PARADIGMS
 from minimal_attn.errors import InputError
+from minimal_attn.losses import LOSS_PARADIGMS
 
 ALPHAS = [0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0]
 C = M = 20
