@@ -82,6 +82,8 @@ def to_numpy(a):
 def like(xp, values, ref=None, dtype=None):
     """``values`` (NumPy or nested lists) as an array of namespace ``xp`` on ``ref``'s device."""
     kwargs = {} if dtype is None else {"dtype": dtype}
+    if isinstance(values, np.ndarray) and not values.flags.writeable and not is_numpy(xp):
+        values = values.copy()              # torch warns on (and may write to) read-only memory
     if ref is not None:
         try:
             from array_api_compat import device

@@ -32,6 +32,7 @@ import numpy as np
 
 from . import fcam, losses, ode
 from ._fixed_focus_fast import LinearFixedFocusModel  # noqa: F401 (public, fast twin)
+from ._xp import get_xp, like, to_numpy
 from .data import fixed_log_attention
 from .errors import check_alpha, check_int_at_least, check_paradigm, check_positive
 from .losses import LOSS_PARADIGMS
@@ -112,8 +113,8 @@ def fixed_focus_curves(model, z, m, alphas, paradigms=LOSS_PARADIGMS, epochs=100
         loss = np.empty((epochs + 1, len(alphas)))
         incentive = np.empty_like(loss)
         for k in range(epochs + 1):
-            loss[k] = model.losses(state, la, p)
-            incentive[k] = loss[k] - model.losses(state, la_up, p)
+            loss[k] = to_numpy(model.losses(state, la, p))
+            incentive[k] = loss[k] - to_numpy(model.losses(state, la_up, p))
             if k < epochs:
                 state = model.step(state, la, p, lr)
             if progress is not None:
@@ -157,31 +158,36 @@ class ReferenceFixedFocusModel:
     epoch is one full-batch gradient step on W alone
     (:func:`minimal_attn.fcam.loss_and_grad`), so epoch ``k`` of the exact
     population is time ``k * lr`` of Theorem 1. :class:`LinearFixedFocusModel`
-    computes the same numbers much faster.
+    computes the same numbers much faster. ``X`` and ``y`` may live in any
+    array namespace; the state and the gradients follow them.
     """
 
     def __init__(self, X, y, n_classes, init_scale=0.0, seed=0):
         self.X, self.y = X, y                                             # (N, m, d), (N,)
+        self.xp = get_xp(X, y)
         self.n_classes = check_int_at_least("n_classes", n_classes, 2)
         self.init_scale, self.seed = init_scale, seed
 
     def init(self, alphas):
         """The same initial W for every alpha (zero by default, as in Theorem 1)."""
         W = fcam.init_params(self.X.shape[2], self.n_classes, self.init_scale, self.seed)["W"]
-        return {"W": np.repeat(W[None], len(alphas), axis=0)}             # (A, C, d)
+        return {"W": like(self.xp, np.repeat(W[None], len(alphas), axis=0), self.X)}  # (A, C, d)
 
-    def _params(self, W):
-        return {"W": W, "u": np.zeros(self.X.shape[2])}                   # u unused: focus frozen
+    def _per_alpha(self, state, log_attention):
+        """(params, log attention) of each alpha; u is unused (the focus is frozen)."""
+        u = self.xp.zeros_like(self.X[0, 0, ...])                         # (d,)
+        la = like(self.xp, log_attention, self.X)                         # (A, N, m)
+        return [({"W": state["W"][i, ...], "u": u}, la[i, ...]) for i in range(la.shape[0])]
 
     def losses(self, state, log_attention, paradigm):
-        return np.array([fcam.loss(self._params(W), self.X, self.y, paradigm, la)
-                         for W, la in zip(state["W"], log_attention)])
+        return np.array([fcam.loss(params, self.X, self.y, paradigm, la)
+                         for params, la in self._per_alpha(state, log_attention)])
 
     def loss_and_grad(self, state, log_attention, paradigm):
         """Per-alpha losses (A,) and dL/dW (A, C, d)."""
-        out = [fcam.loss_and_grad(self._params(W), self.X, self.y, paradigm, la)
-               for W, la in zip(state["W"], log_attention)]
-        return np.array([v for v, _ in out]), np.stack([g["W"] for _, g in out])
+        out = [fcam.loss_and_grad(params, self.X, self.y, paradigm, la)
+               for params, la in self._per_alpha(state, log_attention)]
+        return np.array([v for v, _ in out]), self.xp.stack([g["W"] for _, g in out])
 
     def step(self, state, log_attention, paradigm, lr):
         _, dW = self.loss_and_grad(state, log_attention, paradigm)

@@ -264,7 +264,7 @@ def infer_ha(scores, logits):
     xp = get_xp(scores, logits)
     top = xp.argmax(scores, axis=1)                                    # (N,)
     idx = xp.broadcast_to(top[:, None, None], (logits.shape[0], 1, logits.shape[2]))
-    return softmax(xp.take_along_axis(logits, idx, axis=1)[:, 0])      # (N, C)
+    return softmax(xp.take_along_axis(logits, idx, axis=1)[:, 0, :])   # (N, C)
 
 
 def infer_lv(scores, logits):
