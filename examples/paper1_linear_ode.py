@@ -38,7 +38,7 @@ print("exact population:", D.X.shape, "= 2 signs x C labels x m positions, each 
 # %% [markdown]
 # ## 1. The hand-written gradients are right
 #
-# `fcam.loss_and_grad` writes out the chain rule of Eqs. (7)-(12). A directional
+# `fcam.loss_and_grad` writes out the chain rule of V&R Eqs. (7)-(12). A directional
 # finite difference compares $\langle\nabla L, v\rangle$ with
 # $(L(p+\epsilon v) - L(p-\epsilon v))/2\epsilon$ for a random direction $v$.
 
