@@ -16,7 +16,7 @@ never imports torch; the torch backend lives in ``minimal_attn.backends`` and
 the command line in ``minimal_attn.cli``.
 """
 
-import importlib
+import importlib as _importlib
 
 __version__ = "0.1.0"
 
@@ -52,7 +52,7 @@ def __getattr__(name):
     if name not in _API:
         raise AttributeError(f"module 'minimal_attn' has no attribute {name!r}")
     module, attr = _API[name] if isinstance(_API[name], tuple) else (_API[name], name)
-    return getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+    return getattr(_importlib.import_module(f"{__name__}.{module}"), attr)
 
 
 def __dir__():

@@ -179,7 +179,8 @@ def lv_from_log_lik(scores, log_lik, weight=None):
     w = _weights(xp, log_lik.shape[-2], weight, log_lik)               # (N,)
     log_a = log_softmax(scores)                                        # (N, m)
     joint = log_a + log_lik                                            # (N, m) log a_j sigma_y
-    log_marginal = logsumexp(joint, axis=-1, keepdims=True)            # (N, 1)
+    # log sum_j a_j sigma_y <= 0 (a probability); rounding can put it 1 ulp above
+    log_marginal = xp.minimum(logsumexp(joint, axis=-1, keepdims=True), 0.0)  # (N, 1)
     loss = -xp.sum(w * log_marginal[..., 0], axis=-1)
     # backward
     gamma = xp.exp(joint - log_marginal)                               # (N, m) posterior
