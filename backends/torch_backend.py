@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from minimal_attn.errors import InputError, check_paradigm
-from minimal_attn.losses import LOSS_PARADIGMS, needs_aggregate, phase  # noqa: F401 (re-export)
+from minimal_attn.losses import LOSS_PARADIGMS, phase  # noqa: F401 (re-export)
 
 
 # --------------------------------------------------------------- device

@@ -22,13 +22,14 @@ import numpy as np
 
 from minimal_attn import data, fcam
 from minimal_attn import fixed_focus as ff
+from minimal_attn.losses import LOSS_PARADIGMS
 
 ALPHAS = [0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0]
 
 
 def vectorised(pop, m, n_classes, epochs, lr):
     model = ff.LinearFixedFocusModel(pop.X, pop.y, n_classes)
-    res = ff.fixed_focus_curves(model, pop.z, m, ALPHAS, ff.FF_PARADIGMS, epochs, lr)
+    res = ff.fixed_focus_curves(model, pop.z, m, ALPHAS, LOSS_PARADIGMS, epochs, lr)
     for p in res:
         ff.closed_form_curves(p, ALPHAS, epochs, lr, n_classes)
     return res
@@ -37,7 +38,7 @@ def vectorised(pop, m, n_classes, epochs, lr):
 def naive(pop, m, n_classes, epochs, lr, delta=0.01):
     """One alpha at a time with fcam: the loop the vectorised model replaces."""
     res = {}
-    for p in ff.FF_PARADIGMS:
+    for p in LOSS_PARADIGMS:
         res[p] = {}
         for alpha in ALPHAS:
             la = data.fixed_log_attention(pop.z, m, alpha)

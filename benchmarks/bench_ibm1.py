@@ -4,6 +4,11 @@ Run from the repository root (not a test; it prints times and a ratio):
 
     python benchmarks/bench_ibm1.py                       # 29,000 pairs, 5 iterations
     python benchmarks/bench_ibm1.py --pairs 5000 --skip-check
+    python benchmarks/bench_ibm1.py --device cuda --skip-nltk   # the same EM on a GPU
+
+With ``--device cuda`` the same sparse EM also runs on the GPU (CuPy if it is
+installed, else torch CUDA tensors through the array namespace; ``--gpu-lib``
+picks) and is timed against the NumPy run; the two tables must agree to 1e-9.
 
 Both sides see the same pairs: source = English (NLTK's ``mots``), target =
 German (NLTK's ``words``), whitespace-split lower-cased words, the NULL word
@@ -24,6 +29,7 @@ pairs and compares every co-occurring entry. NLTK also floors probabilities at
 """
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -38,12 +44,48 @@ from minimal_attn.text_data import Vocab, read_parallel, whitespace_tokens  # no
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "multi30k"
 
 
-def ours(src, tgt, iterations):
+def ours(src, tgt, iterations, xp=None, context=contextlib.nullcontext):
     """Vocabulary, encoding, index arrays and EM: everything from token lists."""
+    import numpy as np
+
     vs, vt = Vocab.build(src, unk=False), Vocab.build(tgt, unk=False)
-    model = train_ibm1(vs.encode_all(src), vt.encode_all(tgt), len(vs), len(vt),
-                       iterations=iterations, null=True)
+    with context():
+        model = train_ibm1(vs.encode_all(src), vt.encode_all(tgt), len(vs), len(vt),
+                           iterations=iterations, null=True, xp=np if xp is None else xp)
     return model, vs, vt
+
+
+def gpu_namespace(choice):
+    """(module, device context, name) of the GPU array library, or exit with the reason."""
+    from minimal_attn._xp import cupy_available
+
+    ok, reason = cupy_available()
+    if choice in ("auto", "cupy") and ok:
+        import cupy
+
+        return cupy, contextlib.nullcontext, "cupy"
+    if choice == "cupy":
+        sys.exit(reason)
+    import torch
+
+    if not torch.cuda.is_available():
+        sys.exit("neither CuPy nor torch CUDA can reach a GPU" + (f" ({reason})" if reason else ""))
+    return torch, lambda: torch.device("cuda"), "torch cuda"
+
+
+def gpu_comparison(src, tgt, iterations, repeats, t_cpu, choice):
+    """Time the EM on the GPU, check it against the NumPy table, print the ratio."""
+    import numpy as np
+
+    xp, context, name = gpu_namespace(choice)
+    ours(src[:100], tgt[:100], 1, xp, context)                  # warm-up: kernels, allocator
+    runs = [timed(ours, src, tgt, iterations, xp, context)[1] for _ in range(repeats)]
+    print(f"GPU ({name:10s}): {min(runs):8.2f} s  (best of {repeats})")
+    print(f"ratio             : {t_cpu / min(runs):8.1f} x faster than NumPy on the CPU")
+    (cpu, _, _), (gpu, _, _) = ours(src, tgt, iterations), ours(src, tgt, iterations, xp, context)
+    worst = float(np.max(np.abs(cpu.entries()[2] - gpu.entries()[2])))
+    print(f"GPU vs CPU tables : max |diff| = {worst:.3e} ({'OK' if worst <= 1e-9 else 'FAIL'})")
+    return worst <= 1e-9
 
 
 def nltk_model(src, tgt, iterations, align):
@@ -83,6 +125,9 @@ def main():
     ap.add_argument("--repeats", type=int, default=3, help="best of N runs for our timing")
     ap.add_argument("--skip-nltk", action="store_true")
     ap.add_argument("--skip-check", action="store_true", help="skip the equality check")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="cuda: also time the EM on the GPU against the NumPy run")
+    ap.add_argument("--gpu-lib", default="auto", choices=["auto", "cupy", "torch"])
     ap.add_argument("--show-repeats", action="store_true",
                     help="also compare on all pairs, to show what repeated target words do")
     args = ap.parse_args()
@@ -99,6 +144,9 @@ def main():
     t_ours = min(runs)
     print(f"minimal_attn.ibm1 : {t_ours:8.2f} s  (best of {args.repeats}; first run "
           f"{runs[0]:.2f} s, paying for fresh memory pages)")
+    if args.device == "cuda" and not gpu_comparison(src, tgt, args.iterations, args.repeats,
+                                                     t_ours, args.gpu_lib):
+        sys.exit(1)
     if not args.skip_nltk:
         try:
             import nltk  # noqa: F401

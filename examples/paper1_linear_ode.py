@@ -38,7 +38,7 @@ print("exact population:", D.X.shape, "= 2 signs x C labels x m positions, each 
 # %% [markdown]
 # ## 1. The hand-written gradients are right
 #
-# `fcam.loss_and_grad` writes out the chain rule of Eqs. (7)-(12). A directional
+# `fcam.loss_and_grad` writes out the chain rule of V&R Eqs. (7)-(12). A directional
 # finite difference compares $\langle\nabla L, v\rangle$ with
 # $(L(p+\epsilon v) - L(p-\epsilon v))/2\epsilon$ for a random direction $v$.
 
@@ -116,3 +116,24 @@ for alpha in (0.1, 0.4, 1.0):
 for t in (20.0, 200.0):
     alphas = {p: float(ode.solve(p, m, C, t, t_eval=[t])["alpha"][-1]) for p in ("sa", "ha", "lv")}
     print(f"t = {t:5.0f}: alpha", {p: round(v, 3) for p, v in alphas.items()})
+
+# %% [markdown]
+# ## 5. Gradients at nearly one-hot attention
+#
+# The HA focus gradient of V&R Eq. (10) is $\sum_j a_j(\ell_j - L)\,x_j$ with
+# $L = \sum_k a_k\ell_k$. When one segment takes nearly all the attention,
+# $\ell_j - L$ subtracts two almost equal numbers and every digit is lost.
+# Since $\sum_k a_k = 1$, the same term is $\sum_k a_k(\ell_j - \ell_k)$: pairwise
+# differences of exact inputs, no cancellation (`losses.softmax_backward`).
+# Two segments, $a_2 = e^{-40}/(1 + e^{-40})$; the exact value is
+# $a_1 a_2 (\ell_1 - \ell_2)(x_1 - x_2) \approx +1.359 \times 10^{-14}$.
+
+# %%
+X1, y1 = np.array([[[1000.0], [960.0]]]), np.array([1])
+p1 = {"W": np.array([[1.0], [-1.0]]), "u": np.array([1.0])}
+a = np.exp(X1[0, :, 0] - np.logaddexp(*X1[0, :, 0]))               # attention (a1, a2)
+ell = np.logaddexp(0.0, 2 * X1[0, :, 0])                             # -log sigma_1(W x_j)
+naive = np.sum(a * (ell - np.sum(a * ell)) * X1[0, :, 0])           # the centred form
+exact = a[0] * a[1] * (ell[0] - ell[1]) * (X1[0, 0, 0] - X1[0, 1, 0])
+print(f"centred form {naive:+.4e}   pairwise (ours) "
+      f"{fcam.loss_and_grad(p1, X1, y1, 'ha')[1]['u'][0]:+.4e}   exact {exact:+.4e}")

@@ -23,13 +23,13 @@
 # knows that $i$ translates to $o$, attending to $i$ while emitting $o$ pays
 # off, and the attention follows.
 #
-# **Proxy model (Eq. 5).** Embeddings $e$ ($|I| \times d$) and an output matrix
+# **Proxy model (Snell Eq. (5)).** Embeddings $e$ ($|I| \times d$) and an output matrix
 # $W$ ($|O| \times d$):
 #
 # $$p_t = \mathrm{softmax}\Big(\frac1L \sum_{l=1}^{L} W e_{x_l}\Big)\ \text{for every } t,
 #   \qquad \mathcal L = -\sum_{(x,y)} \sum_{t=1}^{T} \log p_t[y_t] \quad (14).$$
 #
-# Its KTIW is read by the probe of Eq. (6),
+# Its KTIW is read by the probe of Snell Eq. (6),
 # $\beta^{px}_{t,l} = \mathrm{softmax}(W e_{x_l})[y_t]$.
 
 # %%
@@ -63,7 +63,7 @@ print(f"{N_TRAIN} training and {N_HELD} held-out pairs, |I| = {len(sv)}, |O| = {
 
 
 # %% [markdown]
-# ## The count table (Eq. 16) and Trans (Eq. 17)
+# ## The count table (Snell Eq. (16)) and Trans (Snell Eq. (17))
 #
 # Every output word $o$ of a pair co-occurs with each input position, with
 # weight $1/L$ (a word twice in $x$ counts twice):
@@ -105,7 +105,7 @@ for word in ("hund", "frau", "mann", "rot"):
     print(f"t(. | {word:5s}) after EM: {show(em_table[sv.stoi[word]])}")
 
 # %% [markdown]
-# ## The gradient at initialisation (Section 4.1, Eq. 15)
+# ## The gradient at initialisation (Section 4.1, Snell Eq. (15))
 #
 # Under gradient flow from $W, e \sim N(0, I/d)$ the logits $W e_i$ first move
 # towards the centred count table:
@@ -131,13 +131,13 @@ print(f"log-log slope {np.polyfit(np.log(dims), np.log(err), 1)[0]:.2f} (1/sqrt(
 #
 # We train the proxy with Adam on the summed loss (14) and ask, for every
 # output word of the held-out pairs, whether the proxy's favourite source
-# position is among the top 5% of IBM Model 1's (Eq. 10):
+# position is among the top 5% of IBM Model 1's (Snell Eq. (10)):
 #
 # $$A(u, v) = 1\big[\,|\{l : v_l > v_{\arg\max u}\}| < \lceil 0.05 L \rceil\,\big],$$
 #
-# with $\beta^{IBM}_{t,l} = \mathrm{Trans}(y_t \mid x_l)$ (Eq. 18). The random
+# with $\beta^{IBM}_{t,l} = \mathrm{Trans}(y_t \mid x_l)$ (Snell Eq. (18)). The random
 # baseline $\hat A$ is the chance that a uniformly random position passes. The
-# alignment posterior $\alpha^{IBM}$ (Eq. 19) normalises $\beta^{IBM}$ over $l$,
+# alignment posterior $\alpha^{IBM}$ (Snell Eq. (19)) normalises $\beta^{IBM}$ over $l$,
 # so it ranks positions identically and gives the same A.
 
 # %%
@@ -148,7 +148,7 @@ for rec in history:
           f"{rec['val_loss']:.3f} nats per word")
 
 b_px = [proxy.beta_px(params, x, y) for x, y in zip(x_ho, y_ho)]
-for name, table in (("Trans, Eq. 17", trans), ("EM, 10 iterations", em_table)):
+for name, table in (("Trans, Snell Eq. (17)", trans), ("EM, 10 iterations", em_table)):
     b_ibm = [ibm1.beta_ibm(table, x, y) for x, y in zip(x_ho, y_ho)]
     res = agreement.average_agreement(b_px, b_ibm)
     print(f"A(beta^px, beta^IBM[{name}]) = {res['agreement']:.3f}  "
@@ -161,7 +161,7 @@ print("A with alpha^IBM instead:", f"{agreement.average_agreement(b_px, b_alpha)
 # The proxy, which never sees word order or attention, points at the same
 # source word as IBM Model 1 for most output words, far above the random
 # baseline: the knowledge that drives attention is available from
-# co-occurrence alone. Eq. (11) then asks how well a *normally* trained model
+# co-occurrence alone. Snell Eq. (11) then asks how well a *normally* trained model
 # must perform before its attention agrees with a reference that much
 # (`agreement.contextualised_agreement`); that needs seq2seq checkpoints and is
 # left to the torch backend.

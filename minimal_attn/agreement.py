@@ -1,7 +1,7 @@
-r"""Agreement between attention-like vectors, Section 3.1 of Snell et al. (2021), Eqs. (10)-(11).
+r"""Agreement between attention-like vectors, Snell et al. (2021) Sec. 3.1, Snell Eqs. (10)-(11).
 
 For one output word, ``u`` and ``v`` score the L input positions (an
-attention row, a probe row beta). Eq. (10) asks whether the top position of
+attention row, a probe row beta). Snell Eq. (10) asks whether the top position of
 ``u`` is among the top 5% of ``v``:
 
 .. math:: A(u, v) = 1\Big[\, \big|\{\, l : v_l > v_{l^*} \,\}\big| < k \,\Big],
@@ -17,7 +17,7 @@ The random baseline :math:`\hat A(v)` is A when :math:`l^*` is a uniformly
 random position: the fraction of positions of ``v`` that pass the test (the
 authors estimate it by shuffling v; here it is computed exactly).
 
-Eq. (11) contextualises an agreement by the performance a normally trained
+Snell Eq. (11) contextualises an agreement by the performance a normally trained
 model needs to reach it: see :func:`xi`.
 
 Matrices here are (T, L): one row per output word, as returned by
@@ -29,31 +29,38 @@ import math
 import numpy as np
 from scipy import stats
 
+from ._xp import get_xp, to_numpy
 from .errors import InputError
 
 
 def top_k(L, percent=5.0):
-    """k of Eq. (10): ceil(percent/100 * L), which is >= 1 for L >= 1."""
+    """k of Snell Eq. (10): ceil(percent/100 * L), which is >= 1 for L >= 1."""
     return max(1, math.ceil(percent * L / 100.0))
 
 
 def _rows(u, v):
-    u, v = np.atleast_2d(np.asarray(u, dtype=float)), np.atleast_2d(np.asarray(v, dtype=float))
+    """(xp, u, v) as float (T, L) arrays of one namespace (lists become NumPy)."""
+    u, v = (a if hasattr(a, "shape") else np.asarray(a, dtype=float) for a in (u, v))
+    xp = get_xp(u, v)
+    u, v = (xp.astype(a, xp.float64) if a.dtype != xp.float64 else a for a in (u, v))
+    u, v = (a[None, :] if a.ndim == 1 else a for a in (u, v))
     if u.shape != v.shape or u.shape[-1] == 0:
         raise InputError(f"u and v must have the same non-empty shape, got {u.shape} and {v.shape}")
-    return u, v
+    return xp, u, v
 
 
 def agreement_rows(u, v, percent=5.0):
-    """Eq. (10) for every row of two (T, L) matrices: int array, shape (T,)."""
-    u, v = _rows(u, v)
+    """Snell Eq. (10) for every row of two (T, L) matrices: int array, shape (T,)."""
+    xp, u, v = _rows(u, v)
     k = top_k(u.shape[1], percent)
-    vstar = v[np.arange(len(v)), np.argmax(u, axis=1)]                    # (T,)
-    return ((v > vstar[:, None]).sum(axis=1) < k).astype(np.int64)
+    top = xp.argmax(u, axis=1)                                            # (T,) first maximum
+    vstar = xp.take_along_axis(v, top[:, None], axis=1)                   # (T, 1)
+    above = xp.sum(xp.astype(v > vstar, xp.int64), axis=1)                # (T,) #{v_l > v_l*}
+    return xp.astype(above < k, xp.int64)                                 # Snell Eq. (10)
 
 
 def agreement(u, v, percent=5.0):
-    """A(u, v) of Eq. (10) for two vectors of length L: 1 or 0."""
+    """A(u, v) of Snell Eq. (10) for two vectors of length L: 1 or 0."""
     if np.ndim(u) != 1:
         raise InputError("agreement takes two vectors; use agreement_rows for matrices")
     return int(agreement_rows(u, v, percent)[0])
@@ -61,27 +68,31 @@ def agreement(u, v, percent=5.0):
 
 def baseline_rows(v, percent=5.0):
     r"""The random baseline :math:`\hat A` for every row of ``v`` (T, L): float array (T,)."""
-    _, v = _rows(v, v)
+    xp, _, v = _rows(v, v)
     k = top_k(v.shape[1], percent)
-    above = (v[:, None, :] > v[:, :, None]).sum(axis=2)                   # (T, L): #{v > v_l}
-    return (above < k).mean(axis=1)
+    above = xp.sum(xp.astype(v[:, None, :] > v[:, :, None], xp.int64), axis=2)  # (T, L)
+    return xp.mean(xp.astype(above < k, xp.float64), axis=1)              # #{v > v_l} < k
 
 
 def agreement_baseline(v, percent=5.0):
     r""":math:`\hat A(v)`: the expected A(u, v) when u's top position is uniformly random."""
-    return float(baseline_rows(np.asarray(v)[None, :], percent)[0])
+    v = v if hasattr(v, "shape") else np.asarray(v, dtype=float)
+    return float(baseline_rows(v[None, :], percent)[0])
 
 
 def kendall_tau(u, v):
-    """Kendall's tau-b between two vectors (NaN when L < 2 or either is constant)."""
-    u, v = np.asarray(u, dtype=float), np.asarray(v, dtype=float)
+    """Kendall's tau-b between two vectors (NaN when L < 2 or either is constant).
+
+    Host-side: SciPy's ``kendalltau`` needs NumPy, so other arrays are copied over.
+    """
+    u, v = (np.asarray(to_numpy(a) if hasattr(a, "shape") else a, dtype=float) for a in (u, v))
     if u.size < 2 or np.all(u == u[0]) or np.all(v == v[0]):
         return float("nan")
     return float(stats.kendalltau(u, v)[0])
 
 
 def average_agreement(us, vs, percent=5.0, kendall=True):
-    """Eq. (10), its baseline and Kendall's tau averaged over all output words of a data set.
+    """Snell Eq. (10), its baseline and Kendall's tau averaged over all output words of a data set.
 
     Parameters
     ----------
@@ -97,13 +108,14 @@ def average_agreement(us, vs, percent=5.0, kendall=True):
         raise InputError(f"{len(us)} u matrices but {len(vs)} v matrices")
     a, b, taus = [], [], []
     for u, v in zip(us, vs):
-        if np.size(u) == 0:
+        if math.prod(u.shape if hasattr(u, "shape") else np.shape(u)) == 0:
             continue
-        a.append(agreement_rows(u, v, percent))
-        b.append(baseline_rows(v, percent))
+        a.append(to_numpy(agreement_rows(u, v, percent)))
+        b.append(to_numpy(baseline_rows(v, percent)))
         if kendall:
-            taus.extend(kendall_tau(ur, vr) for ur, vr in zip(np.atleast_2d(u),
-                                                               np.atleast_2d(v)))
+            u_np, v_np = (np.atleast_2d(to_numpy(m) if hasattr(m, "shape") else m)
+                          for m in (u, v))
+            taus.extend(kendall_tau(ur, vr) for ur, vr in zip(u_np, v_np))
     if not a:
         raise InputError("no output words to compare: every pair is empty")
     taus = np.array(taus, dtype=float)
@@ -115,7 +127,7 @@ def average_agreement(us, vs, percent=5.0, kendall=True):
 
 
 def xi(probe_agreement, run_agreements, run_performance):
-    r"""The contextualised agreement :math:`\xi`, Eq. (11).
+    r"""The contextualised agreement :math:`\xi`, Snell Eq. (11).
 
     A probe (e.g. :math:`\beta^{uf}` or :math:`\beta^{px}`) agrees with a
     reference attention :math:`\alpha^*` (a fully trained model) to the
@@ -143,7 +155,7 @@ def xi(probe_agreement, run_agreements, run_performance):
 
 
 def contextualised_agreement(reference, probe, checkpoints, performance, percent=5.0):
-    r"""Eq. (11) from raw matrices: :math:`\xi` and the agreements it is built from.
+    r"""Snell Eq. (11) from raw matrices: :math:`\xi` and the agreements it is built from.
 
     Parameters
     ----------

@@ -11,6 +11,9 @@ Every generator returns :class:`Mosaics` (``X`` (N, m, d), ``y`` (N,), ``z``
 Linear orthogonal setting (Assumptions 1-3): the foreground of class ``k`` is
 the fixed vector ``s_k``, the ``s_k`` are orthonormal, and background
 segments are zero-mean Gaussians in the orthogonal complement of span(s).
+
+The generators are host-side NumPy (seeded ``default_rng``); move their arrays
+to another namespace with ``xp.asarray`` (``dynamics.simulate(xp=...)`` does).
 """
 
 from typing import NamedTuple, Optional

@@ -17,21 +17,24 @@ which are exact on that set (``||S - s_bar||_F^2 = C - 1``, ``s_bar . sum(s) = 1
 import numpy as np
 
 from . import fcam, ode
+from ._xp import get_xp, like, namespace
 from .data import exact_population, fixed_log_attention
 from .errors import check_alpha, check_int_at_least, check_paradigm, check_positive
+from .losses import LOSS_PARADIGMS
 
 
 def read_mu_nu(params, S):
     """(mu, nu) of parameters on the invariant set; S (C, d) are the foreground vectors."""
-    s_bar = S.mean(axis=0)                                  # (d,)
+    xp = get_xp(params["W"], S)
+    s_bar = xp.mean(S, axis=0)                              # (d,)
     M = S - s_bar                                           # (C, d)
-    mu = float(np.sum(params["W"] * M) / (S.shape[0] - 1))
-    nu = float(params["u"] @ s_bar)
+    mu = float(xp.sum(params["W"] * M) / (S.shape[0] - 1))
+    nu = float(xp.sum(params["u"] * s_bar))
     return mu, nu
 
 
 def simulate(paradigm, m, n_classes, t_max, lr=0.02, alpha=None, t_eval=None,
-             d=None, n_base=1, seed=0, progress=None):
+             d=None, n_base=1, seed=0, progress=None, xp=np):
     r"""Gradient descent from zero on the exact population, recorded at ``t_eval``.
 
     Parameters
@@ -43,12 +46,14 @@ def simulate(paradigm, m, n_classes, t_max, lr=0.02, alpha=None, t_eval=None,
         Theorem 1 (only W trains, the attention is held at alpha)
     t_eval : times to record (rounded to the nearest step); default every step
     progress : optional callable, called with the number of steps just done
+    xp : array namespace module to run the descent in (numpy, cupy, torch, ...);
+        the data are built with NumPy and moved there once
 
     Returns
     -------
     dict of arrays ``t``, ``mu``, ``nu``, ``alpha``, ``beta`` (like :func:`ode.solve`).
     """
-    paradigm = check_paradigm(paradigm, ode.ODE_PARADIGMS)
+    paradigm = check_paradigm(paradigm, LOSS_PARADIGMS)
     m = check_int_at_least("m", m, 2)
     C = check_int_at_least("C (classes)", n_classes, 2)
     check_positive("t-max", t_max)
@@ -59,16 +64,19 @@ def simulate(paradigm, m, n_classes, t_max, lr=0.02, alpha=None, t_eval=None,
         record = np.arange(n_steps + 1)
     else:
         record = np.rint(np.asarray(t_eval, float) / lr).astype(int)
-    log_att = None if alpha is None else fixed_log_attention(data.z, m, check_alpha(alpha))
-    params = fcam.init_params(data.X.shape[2], C)
+    xp = namespace(xp)
+    X, y, S = (like(xp, a) for a in (data.X, data.y, data.S))
+    log_att = None if alpha is None else like(
+        xp, fixed_log_attention(data.z, m, check_alpha(alpha)))
+    params = fcam.init_params(data.X.shape[2], C, xp=xp)
     rows = {}
     wanted = set(record.tolist())
     for step in range(n_steps + 1):
         if step in wanted:
-            rows[step] = read_mu_nu(params, data.S)
+            rows[step] = read_mu_nu(params, S)
         if step == n_steps:
             break
-        _, grads = fcam.loss_and_grad(params, data.X, data.y, paradigm, log_att)
+        _, grads = fcam.loss_and_grad(params, X, y, paradigm, log_att)
         params = {k: params[k] - lr * grads[k] for k in params}
         if progress is not None and (step + 1) % 100 == 0:
             progress(100)

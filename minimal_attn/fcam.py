@@ -9,7 +9,7 @@ symbol:
 The attention is :math:`a = \mathrm{softmax}(Xu)`. SA classifies
 :math:`\tilde x = \sum_j a_j x_j`; HA and LV classify each segment
 (:mod:`minimal_attn.losses`). The gradients below are the chain rule written
-out (Appendix A.6-A.8, Eqs. (7)-(12)); :mod:`tests.test_fcam` checks them
+out (Appendix A.6-A.8, V&R Eqs. (7)-(12)); :mod:`tests.test_fcam` checks them
 against finite differences and torch autograd.
 
 A fixed focus (Section 3) is passed as ``log_attention`` (N, m): then ``u`` is
@@ -19,7 +19,7 @@ ignored and its gradient is zero.
 import numpy as np
 
 from . import losses
-from ._xp import get_xp
+from ._xp import get_xp, like
 from .errors import check_paradigm
 
 
@@ -47,13 +47,12 @@ def forward(params, X, paradigm, log_attention=None):
     dict with ``scores`` (N, m), ``a`` (N, m), ``logits`` ((N, C) for SA,
     (N, m, C) otherwise) and, for SA, ``x_tilde`` (N, d).
     """
-    xp = get_xp(X)
     W, u = params["W"], params["u"]
     scores = X @ u if log_attention is None else log_attention        # (N, m)
     a = losses.attention(scores)                                       # (N, m)
     out = {"scores": scores, "a": a}
     if paradigm == "sa":
-        x_tilde = xp.einsum("nm,nmd->nd", a, X)                        # (N, d)
+        x_tilde = (a[:, None, :] @ X)[:, 0, :]                         # (N, d) sum_j a_j x_j
         out["x_tilde"] = x_tilde
         out["logits"] = x_tilde @ W.T                                  # (N, C)
     else:
@@ -69,37 +68,42 @@ def loss(params, X, y, paradigm, log_attention=None):
 
 
 def loss_and_grad(params, X, y, paradigm, log_attention=None):
-    r"""Loss and its gradients ``{"W": dW, "u": du}``, Eqs. (7)-(12).
+    r"""Loss and its gradients ``{"W": dW, "u": du}``, V&R Eqs. (7)-(12).
 
-    SA (Eqs. (7)-(8)): with :math:`\delta_n = \sigma(W\tilde x_n) - e_{y_n}`,
+    The paper writes the population gradients as means over the C labels; here
+    they are means over the N instances of ``X``. SA (V&R Eqs. (7)-(8)): with
+    :math:`\delta_n = \sigma(W\tilde x_n) - e_{y_n}`,
 
     .. math:: \nabla_W L = \tfrac1N \sum_n \delta_n \tilde x_n^\top, \qquad
               \nabla_u L = \tfrac1N \sum_n \sum_j a_{nj}
                  \big(\delta_n^\top W (x_{nj} - \tilde x_n)\big)\, x_{nj}.
 
-    HA and LV (Eqs. (9)-(12)): :math:`\nabla_W L = \sum_{n,j} \partial L/\partial g(x_{nj})
+    HA and LV (V&R Eqs. (9)-(12)): :math:`\nabla_W L = \sum_{n,j} \partial L/\partial g(x_{nj})
     \, x_{nj}^\top` and :math:`\nabla_u L = \sum_{n,j} \partial L/\partial f_{nj}\, x_{nj}`
-    with the per-segment terms of :func:`losses.grad_ha` / :func:`losses.grad_lv`.
+    with the per-segment terms of :func:`losses.value_and_grad_ha` / ``_lv``.
+    Identity used for ``du``: :math:`\sum_j c_j (x_j - \tilde x) = \sum_j (c_j -
+    a_j \sum_k c_k) x_j`, i.e. the paper's centred :math:`x_j - \tilde x` moves
+    onto the scores (``dscores``), computed in pairwise form (:func:`losses.softmax_backward`).
     """
     paradigm = check_paradigm(paradigm, losses.LOSS_PARADIGMS)
-    xp = get_xp(X)
+    xp = get_xp(X, y)
     W = params["W"]
     out = forward(params, X, paradigm, log_attention)
     scores, logits, a = out["scores"], out["logits"], out["a"]
     if paradigm == "sa":
         value, dlogits = losses.value_and_grad_sa(logits, y)           # (N, C)
-        dW = dlogits.T @ out["x_tilde"]                                # (C, d)
+        dW = dlogits.T @ out["x_tilde"]                                # (C, d), V&R Eq. (7)
         dx_tilde = dlogits @ W                                         # (N, d)
-        da = xp.einsum("nd,nmd->nm", dx_tilde, X)                      # (N, m)
-        # softmax backward: df_j = a_j (da_j - sum_k a_k da_k)
-        dscores = a * (da - xp.sum(a * da, axis=1, keepdims=True))
+        da = (X @ dx_tilde[:, :, None])[..., 0]                        # (N, m) dx~ . x_j
+        dscores = losses.softmax_backward(a, da)                       # (N, m), V&R Eq. (8)
     else:
-        value_and_grad = {"ha": losses.value_and_grad_ha, "lv": losses.value_and_grad_lv}
-        value, dscores, dlogits = value_and_grad[paradigm](scores, logits, y)
+        value, dscores, dlogits = losses.value_and_grad(paradigm, scores, logits, y)
         C, d = W.shape
-        dW = dlogits.reshape(-1, C).T @ X.reshape(-1, d)               # (C, d)
+        # V&R Eq. (9) (HA), V&R Eq. (11) (LV): sum over (n, j) of dlogits_nj x_nj^T
+        dW = xp.reshape(dlogits, (-1, C)).T @ xp.reshape(X, (-1, d))   # (C, d)
     if log_attention is None:
-        du = dscores.reshape(-1) @ X.reshape(-1, X.shape[-1])          # (d,)
+        # V&R Eq. (8) SA, V&R Eq. (10) HA, V&R Eq. (12) LV: sum over (n, j) of dscores_nj x_nj
+        du = xp.reshape(dscores, (-1,)) @ xp.reshape(X, (-1, X.shape[-1]))  # (d,)
     else:
         du = xp.zeros_like(params["u"])
     return float(value), {"W": dW, "u": du}
@@ -125,14 +129,17 @@ def train(params, X, y, paradigm, lr, steps, switch_step=None, batch_size=None,
     if paradigm == "hybrid" and switch_step is None:
         switch_step = steps // 2
     rng = np.random.default_rng(seed)
-    params = {k: v.copy() for k, v in params.items()}
+    xp = get_xp(X, y)
+    params = {k: xp.asarray(v, copy=True) for k, v in params.items()}
     n = X.shape[0]
     history = []
     for step in range(steps):
-        idx = slice(None) if batch_size is None else rng.choice(n, batch_size, replace=False)
-        la = None if log_attention is None else log_attention[idx]
-        value, grads = loss_and_grad(params, X[idx], y[idx],
-                                     losses.phase(paradigm, step, switch_step), la)
+        Xb, yb, la = X, y, log_attention
+        if batch_size is not None:
+            idx = like(xp, rng.choice(n, batch_size, replace=False), X)
+            Xb, yb = xp.take(X, idx, axis=0), xp.take(y, idx, axis=0)
+            la = None if la is None else xp.take(la, idx, axis=0)
+        value, grads = loss_and_grad(params, Xb, yb, losses.phase(paradigm, step, switch_step), la)
         for k in params:
             params[k] = params[k] - lr * grads[k]
         history.append(value)

@@ -1,12 +1,11 @@
-r"""The three attention losses and their inference rules, for any focus and classifier.
+r"""The three attention losses, each with its backward beside it, and their inference rules.
 
 Vashisht & Ramaswamy (2023), Section 2.3. An instance is a mosaic of ``m``
 segments ``x_1..x_m`` with label ``y``. A focus model gives one score per
 segment, ``f_j = f(x_j)``, and the attention is ``a = softmax(f)``. The losses
 differ in where the classifier ``g`` is applied:
 
-* **soft attention (SA)**: ``g`` sees the attention-weighted average
-  :math:`\tilde x = \sum_j a_j x_j`;
+* **soft attention (SA)**: ``g`` sees :math:`\tilde x = \sum_j a_j x_j`;
   :math:`L^{SA} = -\log \sigma_y(g(\tilde x))`.
 * **hard attention (HA)**: ``g`` sees one segment drawn from ``a``; the loss is
   its expectation :math:`L^{HA} = \sum_j a_j\,(-\log \sigma_y(g(x_j)))`.
@@ -14,23 +13,28 @@ differ in where the classifier ``g`` is applied:
   variable; :math:`L^{LV} = -\log \sum_j a_j\,\sigma_y(g(x_j))`.
 
 Everything here works on *scores* ``(N, m)`` and classifier *logits*: ``(N, C)``
-of ``g(x~)`` for SA, ``(N, m, C)`` of ``g(x_j)`` for HA and LV. That keeps the
-losses independent of what ``f`` and ``g`` are (linear maps, CNNs, LSTMs).
-Losses are means over the batch. All arithmetic is in log space (log-softmax,
-log-sum-exp), so scores and logits of magnitude 1e4 give finite values.
+of ``g(x~)`` for SA, ``(N, m, C)`` of ``g(x_j)`` for HA and LV, so the losses do
+not care what ``f`` and ``g`` are (linear maps, CNNs, LSTMs). Leading batch
+axes before N are allowed (one problem per leading index, e.g. one per fixed
+focus alpha); the loss is then one value per leading index. Each
+``value_and_grad_*`` computes the loss, then right under it the gradients
+``dscores`` and ``dlogits`` of the batch-mean loss; models chain them into
+their own parameters (:mod:`minimal_attn.fcam` for the linear FCAM, whose
+gradients are V&R Eqs. (7)-(12)). An optional ``weight`` (N,) replaces the
+batch mean by a weighted sum (compressed data sets count duplicates that way).
 
-The backward functions return ``(dscores, dlogits)``, the gradients of the
-batch-mean loss; models chain them into their own parameters
-(:mod:`minimal_attn.fcam` does so for the linear FCAM).
-
-The ``hybrid`` paradigm is a schedule, not a loss: SA until a switch point,
-then HA (:func:`phase`).
+All arithmetic is in log space, so scores and logits of magnitude 1e4 stay
+finite. The functions take any array-API namespace (NumPy, CuPy, torch,
+array-api-strict; :mod:`minimal_attn._xp`). The ``hybrid`` paradigm is a
+schedule, not a loss: SA until a switch point, then HA (:func:`phase`).
 """
 
-from ._xp import get_xp
+from . import PARADIGMS
+from ._xp import get_xp, like
 from .errors import check_paradigm
 
-LOSS_PARADIGMS = ("sa", "ha", "lv")
+#: The paradigms that are losses (hybrid is a schedule of two of them).
+LOSS_PARADIGMS = PARADIGMS[:3]
 
 
 # --------------------------------------------------------------- primitives
@@ -38,6 +42,7 @@ def logsumexp(z, axis=-1, keepdims=False):
     """log(sum(exp(z))) along ``axis``, shifted by the max so it never overflows."""
     xp = get_xp(z)
     zmax = xp.max(z, axis=axis, keepdims=True)
+    zmax = xp.where(xp.isfinite(zmax), zmax, xp.zeros_like(zmax))   # all -inf rows stay -inf
     out = zmax + xp.log(xp.sum(xp.exp(z - zmax), axis=axis, keepdims=True))
     return out if keepdims else xp.squeeze(out, axis=axis)
 
@@ -55,48 +60,189 @@ def attention(scores):
     return softmax(scores, axis=-1)
 
 
-def _pick(logp, y):
-    """``logp[..., y_n]`` per instance: (N, C) -> (N,), (N, m, C) -> (N, m)."""
-    xp = get_xp(logp)
-    if logp.ndim == 2:
-        return xp.take_along_axis(logp, y[:, None], axis=1)[:, 0]
-    return xp.take_along_axis(logp, y[:, None, None], axis=2)[..., 0]
+def _label_shape(y, per_segment):
+    """Shape that puts y (N,) on the instance axis: (N, 1) or, per segment, (N, 1, 1)."""
+    return (y.shape[0], 1, 1) if per_segment else (y.shape[0], 1)
 
 
-def _onehot_like(p, y):
-    """e_y broadcastable against p: (N, C) for (N, C), (N, 1, C) for (N, m, C)."""
-    xp = get_xp(p)
-    labels = y.reshape(y.shape + (1,) * (p.ndim - 1))      # (N, 1) or (N, 1, 1)
-    return (labels == xp.arange(p.shape[-1])).astype(p.dtype)
+def _pick(logp, y, per_segment):
+    """``logp[..., n, (j,) y_n]``: (..., N, C) -> (..., N) or (..., N, m, C) -> (..., N, m)."""
+    xp = get_xp(logp, y)
+    idx = xp.reshape(y, _label_shape(y, per_segment))
+    idx = xp.broadcast_to(idx, logp.shape[:-1] + (1,))                 # (..., N, (m,) 1)
+    return xp.take_along_axis(logp, idx, axis=-1)[..., 0]
 
 
-# --------------------------------------------------------------- losses
-def loss_sa(logits, y):
-    r"""Soft-attention loss, mean over the batch: :math:`-\log\sigma_y(g(\tilde x))`.
+def _minus_onehot(p, y, per_segment):
+    """``p - e_y`` for p (..., N, C) or, per segment, (..., N, m, C).
 
-    logits : (N, C) classifier output on the averaged segment :math:`\tilde x`.
+    The label's entry ``p_y - 1`` is written ``-sum_{k != y} p_k`` (the same
+    number, as ``sum_k p_k = 1``), which keeps its digits when ``p_y`` rounds to 1.
     """
-    return -get_xp(logits).mean(_pick(log_softmax(logits), y))
+    xp = get_xp(p, y)
+    labels = xp.reshape(y, _label_shape(y, per_segment))
+    classes = like(xp, list(range(p.shape[-1])), p, dtype=y.dtype)     # (C,)
+    is_label = labels == classes                                       # (..., N, (m,) C)
+    others = xp.where(is_label, xp.zeros_like(p), p)                   # p_k for k != y
+    return xp.where(is_label, -xp.sum(others, axis=-1, keepdims=True), p)
+
+
+def _weights(xp, n, weight, ref):
+    """(N,) instance weights: ``1/N`` (the batch mean) unless given."""
+    if weight is None:
+        return xp.full((n,), 1.0 / n, dtype=ref.dtype, device=_device(ref))
+    return weight
+
+
+def _device(a):
+    try:
+        from array_api_compat import device
+    except ImportError:
+        return None
+    return device(a)
+
+
+def softmax_backward(a, da):
+    r"""dscores of ``a = softmax(f)`` given ``da = dL/da``: :math:`a_j \sum_k a_k (da_j - da_k)`.
+
+    The usual form :math:`a_j(da_j - \sum_k a_k da_k)` equals this one because
+    :math:`\sum_k a_k = 1`; the pairwise differences keep every digit when the
+    attention is nearly one-hot, where the usual form subtracts two almost equal
+    numbers (V&R Eq. (8)'s :math:`x_j - \tilde x` written as
+    :math:`\sum_k a_k (x_j - x_k)`). Shapes (N, m) in and out; costs (N, m, m).
+    """
+    xp = get_xp(a, da)
+    pairwise = da[..., :, None] - da[..., None, :]                     # (N, m, m)
+    return a * xp.sum(a[..., None, :] * pairwise, axis=-1)
+
+
+# --------------------------------------------------------------- losses, backward beside forward
+def _log_lik_backward(dlog_lik, logp, y, per_segment):
+    r"""Chain rule of :math:`\ell\ell = \log\sigma_y(z)`: ``dz = dll (e_y - softmax(z))``."""
+    xp = get_xp(dlog_lik, logp)
+    return -dlog_lik[..., None] * _minus_onehot(xp.exp(logp), y, per_segment)
+
+
+def value_and_grad_sa(logits, y, weight=None):
+    r"""SA loss :math:`-\log\sigma_y(g(\tilde x))` and dL/dlogits; V&R Eqs. (7)-(8) start here.
+
+    .. math:: \partial L/\partial g(\tilde x_n) = w_n(\sigma(g(\tilde x_n)) - e_{y_n})
+
+    SA reaches the focus only through :math:`\tilde x`: the model chains
+    ``dlogits`` through ``g`` to ``da_j = dx~ . x_j`` and then through
+    :func:`softmax_backward` (``fcam.loss_and_grad`` does so, V&R Eq. (8)).
+
+    logits : (N, C) of ``g(x~)``; y : (N,) labels; weight : optional (N,).
+    Returns ``(loss, dlogits)``.
+    """
+    xp = get_xp(logits, y)
+    w = _weights(xp, y.shape[0], weight, logits)                       # (N,)
+    logp = log_softmax(logits)                                         # (N, C)
+    loss = -xp.sum(w * _pick(logp, y, False), axis=-1)
+    # backward
+    dlog_lik = -w                                                      # (N,)
+    return loss, _log_lik_backward(dlog_lik, logp, y, False)           # (N, C)
+
+
+def ha_from_log_lik(scores, log_lik, weight=None):
+    r"""HA loss from the label log-likelihoods :math:`\ell\ell_j = \log\sigma_y(g(x_j))`.
+
+    :math:`L = -\sum_n w_n \sum_j a_{nj}\ell\ell_{nj}`; returns ``(loss, dscores,
+    dlog_lik)``, all (N, m) but the loss. With :math:`\ell_j = -\ell\ell_j`
+    and :math:`L_n = \sum_k a_k\ell_k`, V&R Eq. (10) on the scores is
+
+    .. math:: \partial L/\partial f_j = w\,a_j(\ell_j - L_n)
+              = w\,a_j \textstyle\sum_k a_k(\ell_j - \ell_k),
+
+    the pairwise form being exact at nearly one-hot attention (:func:`softmax_backward`).
+    """
+    xp = get_xp(scores, log_lik)
+    w = _weights(xp, log_lik.shape[-2], weight, log_lik)               # (N,)
+    a = attention(scores)                                              # (N, m)
+    loss = -xp.sum(w * xp.sum(a * log_lik, axis=-1), axis=-1)
+    # backward
+    dscores = w[:, None] * softmax_backward(a, -log_lik)               # V&R Eq. (10)
+    dlog_lik = -w[:, None] * a                                         # (N, m)
+    return loss, dscores, dlog_lik
+
+
+def lv_from_log_lik(scores, log_lik, weight=None):
+    r"""LV loss from the label log-likelihoods :math:`\ell\ell_j = \log\sigma_y(g(x_j))`.
+
+    :math:`L = -\sum_n w_n \log\sum_j a_{nj} e^{\ell\ell_{nj}}`; returns ``(loss,
+    dscores, dlog_lik)``. With the posterior over segments
+    :math:`\gamma_j = a_j\sigma_y(g(x_j)) / \sum_k a_k\sigma_y(g(x_k))`,
+    V&R Eq. (12) on the scores is :math:`\partial L/\partial f_j = w(a_j - \gamma_j)`,
+    and :math:`\partial L/\partial\ell\ell_j = -w\gamma_j`.
+    """
+    xp = get_xp(scores, log_lik)
+    w = _weights(xp, log_lik.shape[-2], weight, log_lik)               # (N,)
+    log_a = log_softmax(scores)                                        # (N, m)
+    joint = log_a + log_lik                                            # (N, m) log a_j sigma_y
+    # log sum_j a_j sigma_y <= 0 (a probability); rounding can put it 1 ulp above
+    log_marginal = xp.minimum(logsumexp(joint, axis=-1, keepdims=True), 0.0)  # (N, 1)
+    loss = -xp.sum(w * log_marginal[..., 0], axis=-1)
+    # backward
+    gamma = xp.exp(joint - log_marginal)                               # (N, m) posterior
+    dscores = w[:, None] * (xp.exp(log_a) - gamma)                     # V&R Eq. (12)
+    dlog_lik = -w[:, None] * gamma                                     # (N, m)
+    return loss, dscores, dlog_lik
+
+
+def value_and_grad_ha(scores, logits, y, weight=None):
+    r"""HA loss :math:`\sum_j a_j(-\log\sigma_y(g(x_j)))` and its gradients, V&R Eqs. (9)-(10).
+
+    :func:`ha_from_log_lik` on the label log-likelihoods, then the softmax chain
+
+    .. math:: \partial L/\partial g(x_j) = w\,a_j(\sigma(g(x_j)) - e_y).
+
+    scores : (N, m); logits : (N, m, C); y : (N,). Returns ``(loss, dscores, dlogits)``.
+    """
+    logp = log_softmax(logits)                                         # (N, m, C)
+    loss, dscores, dlog_lik = ha_from_log_lik(scores, _pick(logp, y, True), weight)
+    # backward; V&R Eq. (9): dL/dg(x_j) = w a_j (sigma(g(x_j)) - e_y)
+    return loss, dscores, _log_lik_backward(dlog_lik, logp, y, True)
+
+
+def value_and_grad_lv(scores, logits, y, weight=None):
+    r"""LV loss :math:`-\log\sum_j a_j\sigma_y(g(x_j))` and its gradients, V&R Eqs. (11)-(12).
+
+    :func:`lv_from_log_lik` on the label log-likelihoods, then the softmax chain
+
+    .. math:: \partial L/\partial g(x_j) = w\,\gamma_j(\sigma(g(x_j)) - e_y).
+
+    scores : (N, m); logits : (N, m, C); y : (N,). Returns ``(loss, dscores, dlogits)``.
+    """
+    logp = log_softmax(logits)                                         # (N, m, C)
+    loss, dscores, dlog_lik = lv_from_log_lik(scores, _pick(logp, y, True), weight)
+    # backward; V&R Eq. (11): dL/dg(x_j) = w gamma_j (sigma(g(x_j)) - e_y)
+    return loss, dscores, _log_lik_backward(dlog_lik, logp, y, True)
+
+
+def value_and_grad(paradigm, scores, logits, y, weight=None):
+    """Dispatch: ``(loss, dscores, dlogits)``; for SA ``dscores`` is None (see above)."""
+    paradigm = check_paradigm(paradigm, LOSS_PARADIGMS)
+    if paradigm == "sa":
+        value, dlogits = value_and_grad_sa(logits, y, weight)
+        return value, None, dlogits
+    return {"ha": value_and_grad_ha, "lv": value_and_grad_lv}[paradigm](
+        scores, logits, y, weight)
+
+
+# --------------------------------------------------------------- loss-only entry points
+def loss_sa(logits, y):
+    r"""Soft-attention loss, mean over the batch: :math:`-\log\sigma_y(g(\tilde x))`; (N, C)."""
+    return value_and_grad_sa(logits, y)[0]
 
 
 def loss_ha(scores, logits, y):
-    r"""Hard-attention loss, mean over the batch: :math:`\sum_j a_j (-\log\sigma_y(g(x_j)))`.
-
-    scores : (N, m) focus scores; logits : (N, m, C) classifier output per segment.
-    """
-    xp = get_xp(logits)
-    ce = -_pick(log_softmax(logits), y)                     # (N, m)
-    return xp.mean(xp.sum(attention(scores) * ce, axis=1))
+    r"""Hard-attention loss, mean over the batch: :math:`\sum_j a_j (-\log\sigma_y(g(x_j)))`."""
+    return value_and_grad_ha(scores, logits, y)[0]
 
 
 def loss_lv(scores, logits, y):
-    r"""LVML loss, mean over the batch: :math:`-\log\sum_j a_j\,\sigma_y(g(x_j))`.
-
-    Computed as ``-logsumexp_j(log a_j + log sigma_y(g(x_j)))``.
-    """
-    xp = get_xp(logits)
-    joint = log_softmax(scores) + _pick(log_softmax(logits), y)   # (N, m)
-    return -xp.mean(logsumexp(joint, axis=1))
+    r"""LVML loss, mean over the batch: :math:`-\log\sum_j a_j\,\sigma_y(g(x_j))`."""
+    return value_and_grad_lv(scores, logits, y)[0]
 
 
 def loss(paradigm, scores, logits, y):
@@ -105,81 +251,6 @@ def loss(paradigm, scores, logits, y):
     if paradigm == "sa":
         return loss_sa(logits, y)
     return {"ha": loss_ha, "lv": loss_lv}[paradigm](scores, logits, y)
-
-
-# --------------------------------------------------------------- backward
-def _log_probs(logits):
-    """(log_softmax, softmax) of the logits with one exp pass."""
-    xp = get_xp(logits)
-    shifted = logits - xp.max(logits, axis=-1, keepdims=True)
-    e = xp.exp(shifted)
-    total = xp.sum(e, axis=-1, keepdims=True)
-    return shifted - xp.log(total), e / total
-
-
-def value_and_grad_sa(logits, y):
-    """(loss, dlogits) of the batch-mean SA loss; see :func:`grad_sa`."""
-    logp, p = _log_probs(logits)
-    n = logits.shape[0]
-    return -get_xp(logits).mean(_pick(logp, y)), (p - _onehot_like(p, y)) / n
-
-
-def value_and_grad_ha(scores, logits, y):
-    """(loss, dscores, dlogits) of the batch-mean HA loss; see :func:`grad_ha`."""
-    xp = get_xp(logits)
-    n = logits.shape[0]
-    a = attention(scores)                                   # (N, m)
-    logp, p = _log_probs(logits)                            # (N, m, C)
-    ce = -_pick(logp, y)                                    # (N, m)
-    per_instance = xp.sum(a * ce, axis=1, keepdims=True)    # (N, 1)
-    dscores = a * (ce - per_instance) / n
-    dlogits = a[..., None] * (p - _onehot_like(p, y)) / n
-    return xp.mean(per_instance), dscores, dlogits
-
-
-def value_and_grad_lv(scores, logits, y):
-    """(loss, dscores, dlogits) of the batch-mean LV loss; see :func:`grad_lv`."""
-    xp = get_xp(logits)
-    n = logits.shape[0]
-    logp, p = _log_probs(logits)                            # (N, m, C)
-    log_a = log_softmax(scores)                             # (N, m)
-    joint = log_a + _pick(logp, y)                          # (N, m)
-    log_marginal = logsumexp(joint, axis=1, keepdims=True)  # (N, 1)
-    r = xp.exp(joint - log_marginal)                        # (N, m) posterior
-    dscores = (xp.exp(log_a) - r) / n
-    dlogits = r[..., None] * (p - _onehot_like(p, y)) / n
-    return -xp.mean(log_marginal), dscores, dlogits
-
-
-def grad_sa(logits, y):
-    r"""dL^SA/dlogits = (softmax(logits) - onehot(y)) / N, shape (N, C). No score term:
-    SA reaches the focus only through :math:`\tilde x`, which the model chains itself."""
-    return value_and_grad_sa(logits, y)[1]
-
-
-def grad_ha(scores, logits, y):
-    r"""(dscores, dlogits) of the batch-mean HA loss.
-
-    .. math:: \partial L/\partial f_j = a_j(\ell_j - \textstyle\sum_k a_k \ell_k), \quad
-              \partial L/\partial g(x_j) = a_j(\sigma(g(x_j)) - e_y)
-
-    with :math:`\ell_j = -\log\sigma_y(g(x_j))`, each divided by N.
-    """
-    return value_and_grad_ha(scores, logits, y)[1:]
-
-
-def grad_lv(scores, logits, y):
-    r"""(dscores, dlogits) of the batch-mean LV loss.
-
-    With the posterior over segments
-    :math:`r_j = a_j\sigma_y(g(x_j)) / \sum_k a_k\sigma_y(g(x_k))`:
-
-    .. math:: \partial L/\partial f_j = a_j - r_j, \quad
-              \partial L/\partial g(x_j) = r_j(\sigma(g(x_j)) - e_y)
-
-    each divided by N.
-    """
-    return value_and_grad_lv(scores, logits, y)[1:]
 
 
 # --------------------------------------------------------------- inference
@@ -191,16 +262,16 @@ def infer_sa(logits):
 def infer_ha(scores, logits):
     r"""HA inference: classify the single most-attended segment,
     :math:`s^{HA} = \sigma(g(x_{\hat j}))` with :math:`\hat j = \arg\max_j a_j`; (N, C)."""
-    xp = get_xp(logits)
-    top = xp.argmax(scores, axis=1)                         # (N,)
-    chosen = xp.take_along_axis(logits, top[:, None, None], axis=1)[:, 0]
-    return softmax(chosen)
+    xp = get_xp(scores, logits)
+    top = xp.argmax(scores, axis=1)                                    # (N,)
+    idx = xp.broadcast_to(top[:, None, None], (logits.shape[0], 1, logits.shape[2]))
+    return softmax(xp.take_along_axis(logits, idx, axis=1)[:, 0, :])   # (N, C)
 
 
 def infer_lv(scores, logits):
     r"""LV inference: the marginal :math:`s^{LV} = \sum_j a_j \sigma(g(x_j))`; (N, C)."""
-    xp = get_xp(logits)
-    joint = log_softmax(scores)[..., None] + log_softmax(logits)   # (N, m, C)
+    xp = get_xp(scores, logits)
+    joint = log_softmax(scores)[..., None] + log_softmax(logits)       # (N, m, C)
     return xp.exp(logsumexp(joint, axis=1))
 
 
@@ -221,8 +292,3 @@ def phase(paradigm, step, switch_step):
     if paradigm != "hybrid":
         return paradigm
     return "sa" if step < switch_step else "ha"
-
-
-def needs_aggregate(paradigm):
-    """True if the classifier sees the averaged segment (SA), False if each segment."""
-    return paradigm == "sa"

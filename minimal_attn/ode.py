@@ -1,4 +1,4 @@
-r"""Gradient-flow ODEs of the linear orthogonal setting, Theorems 1-2, Eqs. (1)-(6).
+r"""Gradient-flow ODEs of the linear orthogonal setting, Theorems 1-2, V&R Eqs. (1)-(6).
 
 Vashisht & Ramaswamy (2023), Section 4. Under Assumptions 1-3 with zero
 initialisation, gradient flow keeps the linear FCAM on a two-dimensional
@@ -24,14 +24,15 @@ this set, gradient flow on (W, u) reads
           \dot\nu = -\frac{1}{C}\frac{\partial L}{\partial\nu}.
 
 Written out (with :math:`\beta_a = \beta(\alpha\mu)` for SA and
-:math:`p = \alpha\beta + (1-\alpha)/C` for LV):
+:math:`Z = \alpha\beta + (1-\alpha)/C` for LV; :func:`mu_dot`, :func:`nu_dot`
+state how these are the paper's V&R Eqs. (1)-(6) rewritten):
 
 =====  ==========================================  ==============================================
        :math:`\dot\mu`                             :math:`\dot\nu`
 =====  ==========================================  ==============================================
 SA     :math:`\alpha(1-\beta_a)/(C-1)`             :math:`\mu\,\alpha(1-\alpha)(1-\beta_a)/C`
 HA     :math:`\alpha(1-\beta)/(C-1)`               :math:`\alpha(1-\alpha)\log(C\beta)/C`
-LV     :math:`\alpha\beta(1-\beta)/((C-1)p)`       :math:`\alpha(1-\alpha)(\beta-1/C)/(Cp)`
+LV     :math:`\alpha\beta(1-\beta)/((C-1)Z)`       :math:`\alpha(1-\alpha)(\beta-1/C)/(CZ)`
 =====  ==========================================  ==============================================
 
 Theorem 1 freezes the focus (:math:`\nu` constant, so :math:`\alpha` fixed) and
@@ -40,21 +41,29 @@ integrates :math:`\dot\mu` in closed form, giving :math:`t(\mu)`
 Theorem 2 is the joint flow from :math:`\mu = \nu = 0` (:func:`solve`).
 ``tests/test_ode.py`` checks the right-hand sides against the gradient of the
 exact population loss and the trajectories against simulated gradient descent.
+
+This module is host-side NumPy on purpose: its state is two scalars, and
+:func:`solve` hands the right-hand side to SciPy's ``solve_ivp``, which needs
+NumPy. Array inputs from other namespaces must be converted with
+:func:`minimal_attn._xp.to_numpy` first.
 """
 
 import numpy as np
 from scipy.integrate import solve_ivp
-from scipy.optimize import brentq
 from scipy.special import expit
 
 from .errors import check_alpha, check_int_at_least, check_paradigm, check_positive
-
-ODE_PARADIGMS = ("sa", "ha", "lv")
+from .losses import LOSS_PARADIGMS
 
 
 def beta_of(mu, n_classes):
     r""":math:`\beta(\mu) = e^\mu / (e^\mu + C - 1)`, overflow-free."""
     return expit(np.asarray(mu, dtype=float) - np.log(n_classes - 1))
+
+
+def _one_minus_beta(mu, n_classes):
+    r""":math:`1 - \beta(\mu) = (C-1)/(e^\mu + C - 1)`, computed directly (no cancellation)."""
+    return expit(np.log(n_classes - 1) - np.asarray(mu, dtype=float))
 
 
 def alpha_of(nu, m):
@@ -71,7 +80,7 @@ def nu_of(alpha, m):
 def population_loss(paradigm, mu, alpha, n_classes):
     """Population loss of Section 4 at classifier strength ``mu`` and focus ``alpha``."""
     C = n_classes
-    paradigm = check_paradigm(paradigm, ODE_PARADIGMS)
+    paradigm = check_paradigm(paradigm, LOSS_PARADIGMS)
     mu = np.asarray(mu, dtype=float)
     # -log beta(x) = log(1 + (C-1) e^{-x}) = logaddexp(0, log(C-1) - x)
     neg_log_beta = np.logaddexp(0.0, np.log(C - 1) - mu)
@@ -82,23 +91,49 @@ def population_loss(paradigm, mu, alpha, n_classes):
     return -np.log(alpha * beta_of(mu, C) + (1 - alpha) / C)
 
 
-def rhs(paradigm, mu, nu, m, n_classes):
-    """Time derivatives (mu_dot, nu_dot) of Theorem 2, Eqs. (1)-(6)."""
+def mu_dot(paradigm, mu, alpha, n_classes):
+    r""":math:`\dot\mu` of Theorem 1, V&R Eqs. (1)-(3), at focus ``alpha`` (valid at 0 and 1).
+
+    The paper's forms are rewritten with the identity
+    :math:`1 - \beta(x) = (C-1)/(e^x + C - 1)`, which never overflows:
+    :math:`\alpha/(e^{\alpha\mu} + C - 1) = \alpha(1-\beta(\alpha\mu))/(C-1)` and
+    :math:`\beta/e^\mu = (1-\beta)/(C-1)`.
+    """
     C = n_classes
-    alpha = alpha_of(nu, m)
+    if paradigm == "sa":
+        return alpha * _one_minus_beta(alpha * mu, C) / (C - 1)                  # V&R Eq. (1)
+    beta, one_minus_beta = beta_of(mu, C), _one_minus_beta(mu, C)
+    if paradigm == "ha":
+        return alpha * one_minus_beta / (C - 1)                                 # V&R Eq. (2)
+    if paradigm == "lv":
+        Z = alpha * beta + (1 - alpha) / C
+        return alpha * beta * one_minus_beta / ((C - 1) * Z)                    # V&R Eq. (3)
+    raise ValueError(f"unknown ODE paradigm {paradigm!r}")
+
+
+def nu_dot(paradigm, mu, alpha, n_classes):
+    r""":math:`\dot\nu` of Theorem 2, V&R Eqs. (4)-(6), at foreground attention ``alpha``.
+
+    Rewritten with :math:`1 - \beta(x) = (C-1)/(e^x + C - 1)` (SA) and, for LV,
+    :math:`\beta/Z - 1 = (1-\alpha)(\beta - 1/C)/Z` (because
+    :math:`Z = \alpha\beta + (1-\alpha)/C`).
+    """
+    C = n_classes
     beta = beta_of(mu, C)
     if paradigm == "sa":
-        one_minus_beta_a = 1.0 - beta_of(alpha * mu, C)
-        return (alpha * one_minus_beta_a / (C - 1),
-                mu * alpha * (1 - alpha) * one_minus_beta_a / C)
+        return mu * alpha * (1 - alpha) * _one_minus_beta(alpha * mu, C) / C     # V&R Eq. (4)
     if paradigm == "ha":
-        return (alpha * (1 - beta) / (C - 1),
-                alpha * (1 - alpha) * (np.log(C) + np.log(beta)) / C)
+        return alpha * (1 - alpha) * (np.log(C) + np.log(beta)) / C             # V&R Eq. (5)
     if paradigm == "lv":
-        p = alpha * beta + (1 - alpha) / C
-        return (alpha * beta * (1 - beta) / ((C - 1) * p),
-                alpha * (1 - alpha) * (beta - 1.0 / C) / (C * p))
+        Z = alpha * beta + (1 - alpha) / C
+        return alpha * (1 - alpha) * (beta - 1.0 / C) / (C * Z)                 # V&R Eq. (6)
     raise ValueError(f"unknown ODE paradigm {paradigm!r}")
+
+
+def rhs(paradigm, mu, nu, m, n_classes):
+    """Time derivatives (mu_dot, nu_dot) of Theorem 2, V&R Eqs. (1)-(6), with alpha = alpha(nu)."""
+    alpha = alpha_of(nu, m)
+    return mu_dot(paradigm, mu, alpha, n_classes), nu_dot(paradigm, mu, alpha, n_classes)
 
 
 def solve(paradigm, m, n_classes, t_max, alpha=None, t_eval=None, n_points=401,
@@ -118,7 +153,7 @@ def solve(paradigm, m, n_classes, t_max, alpha=None, t_eval=None, n_points=401,
     -------
     dict of arrays ``t``, ``mu``, ``nu``, ``alpha``, ``beta``.
     """
-    paradigm = check_paradigm(paradigm, ODE_PARADIGMS)
+    paradigm = check_paradigm(paradigm, LOSS_PARADIGMS)
     m = check_int_at_least("m", m, 2)
     C = check_int_at_least("C (classes)", n_classes, 2)
     check_positive("t-max", t_max)
@@ -132,7 +167,7 @@ def solve(paradigm, m, n_classes, t_max, alpha=None, t_eval=None, n_points=401,
         alpha = check_alpha(alpha)
 
         def f(_, state):
-            return [_mu_dot_fixed(paradigm, state[0], alpha, C)]
+            return [mu_dot(paradigm, state[0], alpha, C)]
         y0 = [0.0]
     sol = solve_ivp(f, (0.0, float(max(t_max, t_eval.max()))), y0,
                     method="LSODA", t_eval=t_eval, rtol=rtol, atol=atol)
@@ -148,16 +183,6 @@ def solve(paradigm, m, n_classes, t_max, alpha=None, t_eval=None, n_points=401,
     return {"t": sol.t, "mu": mu, "nu": nu, "alpha": al, "beta": beta_of(mu, C)}
 
 
-def _mu_dot_fixed(paradigm, mu, alpha, C):
-    """mu_dot of Theorem 1 at a fixed focus alpha (also valid at alpha = 0 and 1)."""
-    if paradigm == "sa":
-        return alpha * (1.0 - beta_of(alpha * mu, C)) / (C - 1)
-    beta = beta_of(mu, C)
-    if paradigm == "ha":
-        return alpha * (1 - beta) / (C - 1)
-    return alpha * beta * (1 - beta) / ((C - 1) * (alpha * beta + (1 - alpha) / C))
-
-
 def theorem1_time(paradigm, mu, alpha, n_classes):
     r"""Closed form of Theorem 1: the time at which the fixed-focus flow reaches ``mu``.
 
@@ -171,7 +196,7 @@ def theorem1_time(paradigm, mu, alpha, n_classes):
         t^{LV} = e^\mu - 1 + (C-1)\mu + \frac{1-\alpha}{C\alpha}
                  \big(e^\mu - 1 + 2(C-1)\mu + (C-1)^2(1 - e^{-\mu})\big).
     """
-    paradigm = check_paradigm(paradigm, ODE_PARADIGMS)
+    paradigm = check_paradigm(paradigm, LOSS_PARADIGMS)
     C = n_classes
     mu = np.asarray(mu, dtype=float)
     if paradigm == "sa":
@@ -183,22 +208,26 @@ def theorem1_time(paradigm, mu, alpha, n_classes):
                                            - (C - 1) ** 2 * np.expm1(-mu)))
 
 
-def theorem1_mu(paradigm, t, alpha, n_classes):
+def theorem1_mu(paradigm, t, alpha, n_classes, iterations=64):
     r""":math:`\mu(t)` at a fixed focus ``alpha``: the root of ``theorem1_time(mu) = t``.
 
-    ``t`` may be an array; ``alpha = 0`` gives :math:`\mu \equiv 0` (no signal).
+    ``t`` may be an array (all times are solved at once by vectorised
+    bisection: ``t(mu)`` increases, and Newton is unsafe because the LV
+    ``t(mu)`` is concave near 0 for small alpha). ``alpha = 0`` gives
+    :math:`\mu \equiv 0` (no signal). Returns an array shaped like ``atleast_1d(t)``.
     """
+    paradigm = check_paradigm(paradigm, LOSS_PARADIGMS)
     t = np.atleast_1d(np.asarray(t, dtype=float))
-    if alpha == 0:
+    if alpha == 0 or t.size == 0:
         return np.zeros_like(t)
-    out = np.empty_like(t)
-    for i, ti in enumerate(t):
-        if ti <= 0:
-            out[i] = 0.0
-            continue
+    t_pos = np.maximum(t, 0.0)
+    with np.errstate(over="ignore"):
         hi = 1.0
-        while theorem1_time(paradigm, hi, alpha, n_classes) < ti:
+        while theorem1_time(paradigm, hi, alpha, n_classes) < t_pos.max():
             hi *= 2.0
-        out[i] = brentq(lambda x, ti=ti: theorem1_time(paradigm, x, alpha, n_classes) - ti,
-                        0.0, hi, xtol=1e-14, rtol=1e-14)
-    return out
+        lo, hi = np.zeros_like(t), np.full_like(t, hi)
+        for _ in range(iterations):
+            mid = 0.5 * (lo + hi)
+            above = theorem1_time(paradigm, mid, alpha, n_classes) >= t_pos
+            lo, hi = np.where(above, lo, mid), np.where(above, mid, hi)
+    return np.where(t > 0, 0.5 * (lo + hi), 0.0)

@@ -1,4 +1,4 @@
-r"""The bag-of-words proxy model of Snell et al. (2021), Eqs. (5), (6), (14) and (15).
+r"""The bag-of-words proxy model of Snell et al. (2021), Snell Eqs. (5), (6), (14) and (15).
 
 With attention frozen uniform, a seq2seq model predicts every output word from
 the same average input embedding. The proxy keeps only that (Section 2.3):
@@ -8,19 +8,20 @@ the same average input embedding. The proxy keeps only that (Section 2.3):
           \mathcal{L} = -\sum_{(x, y)} \sum_{t=1}^{T} \log p_t[y_t] \quad (14)
 
 with input embeddings ``e`` (|I|, d) and output matrix ``W`` (|O|, d). Its
-knowledge to translate individual words (KTIW) is read by the probe of Eq. (6),
+knowledge to translate individual words (KTIW) is read by the probe of Snell Eq. (6),
 :math:`\beta^{px}_{t,l} = \mathrm{softmax}(W e_{x_l})[y_t]`. Binary
 classification is the case T = 1, |O| = 2 (Section 2.4).
 
 Gradients are written by hand beside the forward pass. With
-:math:`\bar e = \frac1L \sum_l e_{x_l}` (every occurrence counts) and
-:math:`g = T p - \sum_t \mathrm{onehot}(y_t)` per pair,
-``dW = sum_pairs g ebar^T`` and ``de_i = sum_pairs (n_i(x)/L) W^T g``.
+:math:`\bar e = \frac1L \sum_l e_{x_l}` (every occurrence counts) and the
+*residual* :math:`r = T p - \sum_t \mathrm{onehot}(y_t)` per pair (the
+gradient of the pair's loss with respect to its logits),
+``dW = sum_pairs r ebar^T`` and ``de_i = sum_pairs (n_i(x)/L) W^T r``.
 
-Eq. (15), Appendix A.2: under gradient flow from :math:`W, e \sim N(0, I/d)`,
+Snell Eq. (15), Appendix A.2: under gradient flow from :math:`W, e \sim N(0, I/d)`,
 the logits :math:`W e_i` move at :math:`\tau = 0` with velocity
 :math:`\dot W e_i + W \dot e_i \to 2 (C[i, :] - \mathrm{mean}_o C[i, o])` as d
-grows, C the count table of Eq. (16); :func:`init_logit_velocity` computes both
+grows, C the count table of Snell Eq. (16); :func:`init_logit_velocity` computes both
 sides. Tables here are indexed [source word i, target word o], like
 :mod:`minimal_attn.ibm1`.
 """
@@ -30,13 +31,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ._xp import get_xp, like, scatter_add_rows
 from .errors import InputError, check_int_at_least, check_positive
 from .ibm1 import count_table
-
-
-def _log_softmax(z):
-    z = z - z.max(axis=-1, keepdims=True)
-    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+from .losses import log_softmax
 
 
 @dataclasses.dataclass
@@ -87,7 +85,9 @@ def init_params(n_src, n_tgt, d, rng):
 
 
 def loss_and_grads(params, batch):
-    """Forward pass of Eq. (5), summed NLL of Eq. (14), and hand-written gradients for W, e.
+    """Forward pass of Snell Eq. (5), summed NLL of Snell Eq. (14), and hand-written gradients.
+
+    ``params`` may live in any array namespace (the batch's index arrays follow it).
 
     Returns
     -------
@@ -95,23 +95,28 @@ def loss_and_grads(params, batch):
     grads : dict  ``{"W": (|O|, d), "e": (|I|, d)}``
     """
     W, e = params["W"], params["e"]
-    B = batch.n_pairs
-    ebar = np.zeros((B, e.shape[1]))                                  # (B, d)
-    np.add.at(ebar, batch.src_pair, e[batch.src] * batch.src_w[:, None])
-    logp = _log_softmax(ebar @ W.T)                                   # (B, |O|), Eq. (5)
-    loss = -float(logp[batch.tgt_pair, batch.tgt].sum())
-    # backward: dz = T p - counts of each output word in the pair
-    T = np.bincount(batch.tgt_pair, minlength=B)                      # (B,) output lengths
-    dz = T[:, None] * np.exp(logp)                                    # (B, |O|)
-    np.add.at(dz, (batch.tgt_pair, batch.tgt), -1.0)
-    debar = dz @ W                                                    # (B, d)
-    de = np.zeros_like(e)
-    np.add.at(de, batch.src, debar[batch.src_pair] * batch.src_w[:, None])
-    return loss, {"W": dz.T @ ebar, "e": de}
+    xp = get_xp(W, e)
+    src, src_pair, tgt = (like(xp, a, W) for a in (batch.src, batch.src_pair, batch.tgt))
+    src_w = like(xp, batch.src_w, W)
+    tgt_pair = like(xp, batch.tgt_pair, W)
+    B, n_out = batch.n_pairs, W.shape[0]
+    ebar = scatter_add_rows(xp, src_pair, xp.take(e, src, axis=0) * src_w[:, None], B)  # (B, d)
+    logp = log_softmax(ebar @ W.T)                                    # (B, |O|), Snell Eq. (5)
+    picked = xp.take(xp.reshape(logp, (-1,)), tgt_pair * n_out + tgt)     # (Nt,) log p_t[y_t]
+    loss = -float(xp.sum(picked))                                     # Snell Eq. (14)
+    # backward: residual r = T p - counts of each output word in the pair
+    T = like(xp, np.bincount(batch.tgt_pair, minlength=B), W, dtype=W.dtype)  # (B,) lengths
+    ones = xp.ones((tgt.shape[0], 1), dtype=W.dtype)
+    counts = scatter_add_rows(xp, tgt_pair * n_out + tgt, ones, B * n_out)    # (B * |O|, 1)
+    residual = T[:, None] * xp.exp(logp) - xp.reshape(counts, (B, n_out))  # (B, |O|)
+    debar = residual @ W                                              # (B, d)
+    de = scatter_add_rows(xp, src, xp.take(debar, src_pair, axis=0) * src_w[:, None],
+                          e.shape[0])                                 # (|I|, d)
+    return loss, {"W": residual.T @ ebar, "e": de}
 
 
 def beta_px(params, x, y):
-    r"""The proxy's probe, Eq. (6): :math:`\beta^{px}_{t,l} = \mathrm{softmax}(W e_{x_l})[y_t]`.
+    r"""The proxy's probe, Snell Eq. (6): beta^px_{t,l} = softmax(W e_{x_l})[y_t].
 
     Parameters
     ----------
@@ -122,13 +127,15 @@ def beta_px(params, x, y):
     -------
     array, shape (T, L)
     """
-    logp = _log_softmax(params["e"][np.asarray(x)] @ params["W"].T)  # (L, |O|)
-    return np.exp(logp[:, np.asarray(y)]).T                          # (T, L)
+    W, e = params["W"], params["e"]
+    xp = get_xp(W, e)
+    logp = log_softmax(xp.take(e, like(xp, x, W), axis=0) @ W.T)       # (L, |O|)
+    return xp.exp(xp.take(logp, like(xp, y, W), axis=1)).T            # (T, L), Snell Eq. (6)
 
 
 def word_translation(params):
     """The proxy's KTIW table softmax(W e_i) for every source word i, shape (|I|, |O|)."""
-    return np.exp(_log_softmax(params["e"] @ params["W"].T))
+    return get_xp(params["W"]).exp(log_softmax(params["e"] @ params["W"].T))
 
 
 # ------------------------------------------------------------------- training
@@ -199,7 +206,7 @@ def train_proxy(src, tgt, n_src, n_tgt, config=None, val=None, callback=None):
     return (best if best is not None else params), history
 
 
-# ------------------------------------------------------- Eq. (15), at tau = 0
+# ------------------------------------------------------- Snell Eq. (15), at tau = 0
 def logit_velocity(params, src, tgt):
     r"""The gradient-flow velocity of the logit table :math:`Z = E W^\top`, shape (|I|, |O|).
 
@@ -213,12 +220,12 @@ def logit_velocity(params, src, tgt):
 
 
 def init_logit_velocity(src, tgt, n_src, n_tgt, d, rng):
-    r"""Both sides of Eq. (15): the logit velocity at initialisation and its large-d limit.
+    r"""Both sides of Snell Eq. (15): the logit velocity at initialisation and its large-d limit.
 
     Returns
     -------
     exact : array, shape (|I|, |O|)   :func:`logit_velocity` at a fresh N(0, I/d) draw
-    limit : array, shape (|I|, |O|)   :math:`2 (C - \mathrm{mean}_o C)`, C from Eq. (16)
+    limit : array, shape (|I|, |O|)   :math:`2 (C - \mathrm{mean}_o C)`, C from Snell Eq. (16)
 
     Notes
     -----
@@ -232,7 +239,7 @@ def init_logit_velocity(src, tgt, n_src, n_tgt, d, rng):
 
 
 def init_velocity_error(src, tgt, n_src, n_tgt, dims, n_seeds=3, seed=0):
-    """Relative Frobenius error of Eq. (15), averaged over seeds, for each d in ``dims``.
+    """Relative Frobenius error of Snell Eq. (15), averaged over seeds, for each d in ``dims``.
 
     It shrinks like 1/sqrt(d): every inner product e_i.e_j and W_o.W_o' is
     within O(1/sqrt(d)) of its limit delta, and so is softmax(W ebar) of uniform.

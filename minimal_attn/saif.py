@@ -9,7 +9,7 @@ Vashisht & Ramaswamy (2023), Section 2.4: for each test instance take
 Focus is "true" when :math:`a_z > \tau` and the prediction is "true" when
 :math:`s_y > \tau` (strict inequalities, :math:`\tau = 0.8`). The four cells
 FTPT, FTPF, FFPT, FFPF count the instances by (focus, prediction); SAIF, the
-fraction of *selective attention in the foreground*, is FTPT / N (Table 1).
+*Strongly Accurate Interpretable Fraction*, is FTPT / N (Table 1).
 Figure 1 shows the joint distribution of :math:`(a_z, s_y)` as a 5 x 5 heat
 map of percentages.
 """

@@ -30,3 +30,55 @@ def torch_one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+# ------------------------------------------------------------------ array namespaces
+#: Test ids of the namespaces the core runs on (issue 14): select with ``-k``.
+NAMESPACES = ["numpy", "array_api_strict", "torch_cpu", "cupy", "torch_cuda"]
+
+
+class Namespace:
+    """One array library: its array-API namespace, and conversions from and to NumPy."""
+
+    def __init__(self, name):
+        import contextlib
+
+        import numpy as np
+
+        from minimal_attn import _xp
+
+        self.name, self.device_context = name, contextlib.nullcontext
+        if name == "numpy":
+            self.module = np
+        elif name == "array_api_strict":
+            self.module = pytest.importorskip("array_api_strict",
+                                              reason="array-api-strict is not installed")
+        elif name == "cupy":
+            ok, reason = _xp.cupy_available()
+            if not ok:
+                pytest.skip(reason)
+            import cupy
+
+            self.module = cupy
+        else:
+            torch = pytest.importorskip("torch", reason="torch is not installed")
+            if name == "torch_cuda" and not torch.cuda.is_available():
+                pytest.skip("torch sees no CUDA GPU")
+            self.module = torch
+            device = torch.device("cuda" if name == "torch_cuda" else "cpu")
+            self.device_context = lambda: device      # torch.device is a default-device context
+        self.xp = _xp.namespace(self.module)
+        self.to_numpy = _xp.to_numpy
+
+    def asarray(self, a):
+        """A NumPy array (or nested list) as an array of this namespace, on its device."""
+        import numpy as np
+
+        with self.device_context():
+            return self.xp.asarray(np.asarray(a))
+
+
+@pytest.fixture(params=NAMESPACES)
+def ns(request):
+    """Every array namespace of :data:`NAMESPACES`, skipping absent ones with the reason."""
+    return Namespace(request.param)

@@ -12,7 +12,7 @@ PARADIGMS = ("sa", "ha", "lv")
 
 @pytest.mark.parametrize("paradigm", PARADIGMS)
 @given(problem=fcam_problem())
-def test_directional_finite_difference(paradigm, problem):
+def test_grads_eqs_7_to_12_directional_finite_difference(paradigm, problem):
     params, X, y = problem
     _, grads = fcam.loss_and_grad(params, X, y, paradigm)
     analytic, numeric = gradcheck.directional_check(
@@ -21,7 +21,7 @@ def test_directional_finite_difference(paradigm, problem):
 
 
 @pytest.mark.parametrize("paradigm", PARADIGMS)
-def test_full_finite_difference_every_entry(paradigm):
+def test_grads_eqs_7_to_12_every_entry_finite_difference(paradigm):
     rng = np.random.default_rng(1)
     params = {"W": rng.standard_normal((3, 4)), "u": rng.standard_normal(4)}
     X, y = rng.standard_normal((5, 3, 4)), rng.integers(3, size=5)
@@ -33,7 +33,7 @@ def test_full_finite_difference_every_entry(paradigm):
 
 @pytest.mark.parametrize("paradigm", PARADIGMS)
 @given(problem=fcam_problem())
-def test_against_torch_autograd(paradigm, problem):
+def test_grads_eqs_7_to_12_against_torch_autograd(paradigm, problem):
     torch = pytest.importorskip("torch")
     params, X, y = problem
     value, grads = fcam.loss_and_grad(params, X, y, paradigm)

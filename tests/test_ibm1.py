@@ -152,6 +152,22 @@ def test_em_matches_textbook_loops_with_repeats(data):
 
 @settings(deadline=None, max_examples=40)
 @given(data=st.data())
+def test_sparse_em_equals_the_literal_dense_em(data):
+    src, tgt, n_src, n_tgt = data.draw(corpus())
+    null = data.draw(st.booleans())
+    k = data.draw(st.integers(0, 4))
+    model = ibm1.train_ibm1(src, tgt, n_src, n_tgt, iterations=k, null=null)
+    table, history = ibm1.train_ibm1_dense(src, tgt, n_src, n_tgt, iterations=k, null=null)
+    s, o, p = model.entries()
+    np.testing.assert_allclose(p, table[s, o], rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(model.log_likelihood, history, rtol=1e-12, atol=1e-12)
+    # a row that co-occurs with anything sums to one over its cells in both
+    for i in np.unique(s):
+        assert table[i].sum() == pytest.approx(1.0)
+
+
+@settings(deadline=None, max_examples=40)
+@given(data=st.data())
 def test_log_likelihood_never_decreases_and_rows_sum_to_one(data):
     src, tgt, n_src, n_tgt = data.draw(corpus(max_pairs=10, max_vocab=7))
     null = data.draw(st.booleans())

@@ -5,23 +5,12 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from strategies import scores_logits
 
 from minimal_attn import fcam, losses
 from minimal_attn.errors import InputError
 
 finite = st.floats(-50, 50, allow_nan=False)
-
-
-@st.composite
-def scores_logits(draw, big=False):
-    n = draw(st.integers(1, 5))
-    m = draw(st.integers(2, 6))
-    c = draw(st.integers(2, 5))
-    elems = st.floats(-1e4, 1e4, allow_nan=False) if big else finite
-    scores = draw(arrays(np.float64, (n, m), elements=elems))
-    logits = draw(arrays(np.float64, (n, m, c), elements=elems))
-    y = draw(arrays(np.int64, (n,), elements=st.integers(0, c - 1)))
-    return scores, logits, y
 
 
 @given(data=st.data())
@@ -53,8 +42,9 @@ def test_finite_at_magnitude_1e4(data):
     scores, logits, y = data.draw(scores_logits(big=True))
     values = [losses.loss_sa(logits[:, 0], y), losses.loss_ha(scores, logits, y),
               losses.loss_lv(scores, logits, y)]
-    grads = [losses.grad_sa(logits[:, 0], y), *losses.grad_ha(scores, logits, y),
-             *losses.grad_lv(scores, logits, y)]
+    grads = [losses.value_and_grad_sa(logits[:, 0], y)[1],
+             *losses.value_and_grad_ha(scores, logits, y)[1:],
+             *losses.value_and_grad_lv(scores, logits, y)[1:]]
     assert np.all(np.isfinite(values))
     assert all(np.all(np.isfinite(g)) for g in grads)
     for rule in ("sa", "ha", "lv"):

@@ -63,7 +63,7 @@ def test_theorem1_is_theorem2_with_nu_frozen(paradigm, alpha):
     m, C = 6, 4
     nu = ode.nu_of(alpha, m)
     for mu in (0.0, 0.7, 3.0):
-        frozen = ode._mu_dot_fixed(paradigm, mu, alpha, C)
+        frozen = ode.mu_dot(paradigm, mu, alpha, C)
         if alpha < 1:
             assert ode.rhs(paradigm, mu, nu, m, C)[0] == pytest.approx(frozen, rel=1e-12)
         # the closed form t(mu) is the integral of 1/mu_dot
@@ -96,3 +96,42 @@ def test_beta_alpha_stable_for_large_arguments():
     assert ode.beta_of(1e4, 20) == 1.0 and ode.beta_of(-1e4, 20) == 0.0
     assert ode.alpha_of(0.0, 5) == pytest.approx(0.2)
     assert ode.nu_of(ode.alpha_of(1.3, 7), 7) == pytest.approx(1.3)
+
+
+# ----------------------------------------------------------------- the paper's printed forms
+def _printed_rhs(paradigm, mu, nu, m, C):
+    """V&R Eqs. (1)-(6) exactly as printed in Theorems 1-2 (mpmath, so no overflow)."""
+    mp = pytest.importorskip("mpmath")
+    mu, nu = mp.mpf(mu), mp.mpf(nu)
+    alpha = mp.exp(nu) / (mp.exp(nu) + m - 1)
+    beta = mp.exp(mu) / (mp.exp(mu) + C - 1)
+    Z = alpha * beta + (1 - alpha) / C
+    if paradigm == "sa":
+        mu_dot = alpha / (mp.exp(alpha * mu) + C - 1)                                  # (1)
+        nu_dot = mu * (C - 1) * (alpha - alpha**2) / (C * (mp.exp(alpha * mu) + C - 1))  # (4)
+    elif paradigm == "ha":
+        mu_dot = alpha * beta / mp.exp(mu)                                               # (2)
+        nu_dot = mp.log(C * beta) / C * (alpha - alpha**2)                               # (5)
+    else:
+        mu_dot = alpha * beta**2 / (Z * mp.exp(mu))                                      # (3)
+        nu_dot = alpha / C * (beta / Z - 1)                                              # (6)
+    return float(mu_dot), float(nu_dot)
+
+
+@pytest.mark.parametrize("paradigm", PARADIGMS)
+@given(mu=st.floats(-5, 30), nu=st.floats(-5, 15), m=st.integers(2, 30), C=st.integers(2, 30))
+def test_rhs_is_eqs_1_to_6_as_printed(paradigm, mu, nu, m, C):
+    got = ode.rhs(paradigm, mu, nu, m, C)
+    want = _printed_rhs(paradigm, mu, nu, m, C)
+    assert got[0] == pytest.approx(want[0], rel=1e-11, abs=1e-300)
+    assert got[1] == pytest.approx(want[1], rel=1e-9, abs=1e-14)
+
+
+@pytest.mark.parametrize("paradigm", PARADIGMS)
+def test_theorem1_mu_inverts_theorem1_time(paradigm):
+    t = np.array([0.0, 1e-3, 0.5, 7.0, 123.0, 5000.0])
+    for alpha in (0.05, 0.3, 1.0):
+        mu = ode.theorem1_mu(paradigm, t, alpha, 20)
+        assert np.all(np.diff(mu) > 0) and mu[0] == 0
+        np.testing.assert_allclose(ode.theorem1_time(paradigm, mu, alpha, 20), t, rtol=1e-12,
+                                   atol=1e-14)

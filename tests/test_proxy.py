@@ -43,7 +43,7 @@ def test_loss_matches_per_word_loops(data):
 
 @settings(deadline=None, max_examples=40)
 @given(data=st.data())
-def test_gradients_directional_finite_differences(data):
+def test_grads_of_snell_eq14_directional_finite_differences(data):
     params, src, tgt = data.draw(proxy_problem())
     batch = proxy.make_batch(src, tgt)
     _, grads = proxy.loss_and_grads(params, batch)
@@ -57,7 +57,7 @@ def test_gradients_directional_finite_differences(data):
     assert analytic == pytest.approx(fd, rel=1e-6, abs=1e-6)
 
 
-def test_gradients_match_torch_autograd():
+def test_grads_of_snell_eq14_match_torch_autograd():
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(1)
     n_src, n_tgt, d = 7, 6, 5

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# One GPU check for attn-dyn (issue 14), within 10 minutes on an H100-class card:
+#   conformance of the core on CuPy and torch CUDA, CNN throughput (goal >= 20,000
+#   mosaics/s at m = 5, batch 100), the batched-seed benchmarks where they exist,
+#   IBM-1 EM on the GPU against the CPU (Multi30k), and a short CUDA run of each
+#   experiment command that exists. Ends with one table naming the card.
+#
+#   benchmarks/gpu_check.sh [--dry-run] [--out DIR] [--budget SECONDS]
+#
+# --dry-run lists every check, its command and whether it would run, and exits 0.
+# Each check has its own time limit, cut to what is left of the total budget
+# (default 570 s); with under 30 s left a check is skipped and says so. Logs go to DIR (default gpu_check_out/).
+# Data: $ATTN_DYN_DATA (default ../shared/data beside the checkout, else ./shared/data).
+# Extra options for commands whose options this script cannot know in advance:
+#   GPU_CHECK_SYNTHETIC_ARGS, GPU_CHECK_AGREEMENT_ARGS (appended to the defaults).
+set -u
+cd "$(dirname "$0")/.."
+
+DRY=0
+OUT=gpu_check_out
+BUDGET=570
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dry-run) DRY=1 ;;
+    --out) OUT="$2"; shift ;;
+    --budget) BUDGET="$2"; shift ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
+PY=${PYTHON:-python}
+if [ -n "${ATTN_DYN_DATA:-}" ]; then DATA=$ATTN_DYN_DATA
+elif [ -d ../shared/data ]; then DATA=../shared/data
+else DATA=shared/data
+fi
+if command -v attn-dyn >/dev/null 2>&1; then CLI=attn-dyn
+else CLI="$PY -c 'from minimal_attn.cli.main import main; main()'"
+fi
+
+has_file() { [ -f "$1" ]; }
+has_command() { $CLI "$1" --help >/dev/null 2>&1; }
+help_mentions() { $CLI "$1" --help 2>/dev/null | grep -q -- "$2"; }
+
+# name | time limit (s) | condition (shell, empty = always) | command
+CHECKS=(
+  "conformance_cupy|150||$PY -m pytest -q -rs tests/test_conformance.py tests/test_backends.py -k cupy"
+  "conformance_torch_cuda|150||$PY -m pytest -q -rs tests/test_conformance.py tests/test_backends.py tests/test_torch_backend.py -k 'torch_cuda or cuda'"
+  "cnn_throughput|120|has_file benchmarks/bench_cnn_throughput.py|$PY benchmarks/bench_cnn_throughput.py --device cuda --m 5 --batch 100 --steps 20 --rounds 3"
+  "batched_seeds|90|has_file benchmarks/bench_batched_seeds.py|$PY benchmarks/bench_batched_seeds.py --device cuda"
+  "synthetic_seeds|90|has_file benchmarks/bench_synthetic_seeds.py|$PY benchmarks/bench_synthetic_seeds.py --device cuda"
+  "ibm1_gpu_vs_cpu|120|[ -d $DATA/multi30k ]|$PY benchmarks/bench_ibm1.py --data $DATA/multi30k --device cuda --skip-nltk --repeats 2"
+  "train_cuda|120|has_command train|$CLI train --dataset synthetic --epochs 1 --n-train 400 --n-test 200 --device cuda --out $OUT/train"
+  "train_hatexplain_cuda|120|help_mentions train hatexplain && [ -d $DATA/hatexplain ]|$CLI train --dataset hatexplain --data-dir $DATA/hatexplain --epochs 1 --device cuda --out $OUT/hatexplain"
+  "synthetic_cuda|120|has_command synthetic|$CLI synthetic --device cuda --out $OUT/synthetic ${GPU_CHECK_SYNTHETIC_ARGS:-}"
+  "agreement_cuda|120|has_command agreement|$CLI agreement --device cuda --out $OUT/agreement ${GPU_CHECK_AGREEMENT_ARGS:-}"
+)
+
+card_name() {
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | head -n 1
+  else
+    $PY -c "import torch; print(torch.cuda.get_device_name(0))" 2>/dev/null || echo "no GPU found"
+  fi
+}
+
+if [ "$DRY" = 1 ]; then
+  echo "gpu_check dry run: ${#CHECKS[@]} checks, budget ${BUDGET} s, data $DATA"
+  for entry in "${CHECKS[@]}"; do
+    IFS='|' read -r name limit cond cmd <<<"$entry"
+    if [ -z "$cond" ] || eval "$cond"; then state="would run"; else state="would skip (absent)"; fi
+    printf '%-24s %4ss  %-20s %s\n' "$name" "$limit" "$state" "$cmd"
+  done
+  exit 0
+fi
+
+mkdir -p "$OUT"
+START=$SECONDS
+ROWS=()
+FAILED=0
+for entry in "${CHECKS[@]}"; do
+  IFS='|' read -r name limit cond cmd <<<"$entry"
+  if [ -n "$cond" ] && ! eval "$cond"; then
+    ROWS+=("$name|SKIP|-|absent: $cond"); continue
+  fi
+  left=$(( BUDGET - (SECONDS - START) ))
+  if [ "$left" -lt 30 ]; then
+    ROWS+=("$name|SKIP|-|only ${left} s left of the ${BUDGET} s budget"); continue
+  fi
+  [ "$left" -lt "$limit" ] && limit=$left
+  echo "== $name: $cmd" | tee "$OUT/$name.log"
+  t0=$SECONDS
+  timeout "$limit" bash -c "$cmd" >>"$OUT/$name.log" 2>&1
+  rc=$?
+  took=$(( SECONDS - t0 ))
+  last=$(grep -v '^\s*$' "$OUT/$name.log" | tail -n 1 | cut -c1-90)
+  if [ "$rc" = 0 ] && echo "$last" | grep -q skipped && ! echo "$last" | grep -q passed; then
+    state="SKIP (all)"                      # e.g. CuPy absent: pytest skipped every test
+  elif [ "$rc" = 0 ]; then state=PASS
+  elif [ "$rc" = 124 ]; then state=TIMEOUT; FAILED=1
+  else state="FAIL($rc)"; FAILED=1
+  fi
+  ROWS+=("$name|$state|${took} s|$last")
+  tail -n 5 "$OUT/$name.log"
+done
+
+{
+  echo
+  echo "## attn-dyn GPU check on: $(card_name)  (total $(( SECONDS - START )) s)"
+  echo
+  echo "| check | status | time | last line of its log |"
+  echo "|---|---|---|---|"
+  for row in "${ROWS[@]}"; do
+    IFS='|' read -r a b c d <<<"$row"
+    echo "| $a | $b | $c | $d |"
+  done
+} | tee "$OUT/summary.md"
+exit $FAILED

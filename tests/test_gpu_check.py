@@ -1,0 +1,33 @@
+"""benchmarks/gpu_check.sh: its dry run lists every check and exits 0 (runs on any CPU)."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.sh"
+CHECKS = ("conformance_cupy", "conformance_torch_cuda", "cnn_throughput", "batched_seeds",
+          "synthetic_seeds", "ibm1_gpu_vs_cpu", "train_cuda", "train_hatexplain_cuda",
+          "synthetic_cuda", "agreement_cuda")
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not available")
+def test_dry_run_lists_every_check_and_exits_0(tmp_path):
+    out = subprocess.run(["bash", str(SCRIPT), "--dry-run", "--out", str(tmp_path / "o")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    for name in CHECKS:
+        row = [line for line in lines if line.startswith(name + " ")]
+        assert len(row) == 1 and ("would run" in row[0] or "would skip" in row[0]), name
+    assert "--device cuda" in out.stdout
+    # the conformance checks select the GPU namespaces by their test ids
+    assert "-k cupy" in out.stdout and "torch_cuda" in out.stdout
+    assert not (tmp_path / "o").exists()          # a dry run writes nothing
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not available")
+def test_unknown_option_is_an_error():
+    out = subprocess.run(["bash", str(SCRIPT), "--bogus"], capture_output=True, text=True)
+    assert out.returncode == 2 and "unknown option" in out.stderr
