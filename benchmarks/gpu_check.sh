@@ -46,16 +46,16 @@ help_mentions() { $CLI "$1" --help 2>/dev/null | grep -q -- "$2"; }
 
 # name | time limit (s) | condition (shell, empty = always) | command
 CHECKS=(
-  "conformance_cupy|150||$PY -m pytest -q -rs tests/test_conformance.py tests/test_backends.py -k cupy"
-  "conformance_torch_cuda|150||$PY -m pytest -q -rs tests/test_conformance.py tests/test_backends.py tests/test_torch_backend.py -k 'torch_cuda or cuda'"
-  "cnn_throughput|120|has_file benchmarks/bench_cnn_throughput.py|$PY benchmarks/bench_cnn_throughput.py --device cuda --m 5 --batch 100 --steps 20 --rounds 3"
-  "batched_seeds|90|has_file benchmarks/bench_batched_seeds.py|$PY benchmarks/bench_batched_seeds.py --device cuda"
-  "synthetic_seeds|90|has_file benchmarks/bench_synthetic_seeds.py|$PY benchmarks/bench_synthetic_seeds.py --device cuda"
-  "ibm1_gpu_vs_cpu|120|[ -d $DATA/multi30k ]|$PY benchmarks/bench_ibm1.py --data $DATA/multi30k --device cuda --skip-nltk --repeats 2"
-  "train_cuda|120|has_command train|$CLI train --dataset synthetic --epochs 1 --n-train 400 --n-test 200 --device cuda --out $OUT/train"
-  "train_hatexplain_cuda|120|help_mentions train hatexplain && [ -d $DATA/hatexplain ]|$CLI train --dataset hatexplain --data-dir $DATA/hatexplain --epochs 1 --device cuda --out $OUT/hatexplain"
-  "synthetic_cuda|120|has_command synthetic|$CLI synthetic --device cuda --out $OUT/synthetic ${GPU_CHECK_SYNTHETIC_ARGS:-}"
-  "agreement_cuda|120|has_command agreement|$CLI agreement --device cuda --out $OUT/agreement ${GPU_CHECK_AGREEMENT_ARGS:-}"
+  "conformance_cupy|90||$PY -m pytest -q -rs tests/test_conformance.py tests/test_backends.py -k cupy"
+  "conformance_torch_cuda|90||$PY -m pytest -q -rs tests/test_conformance.py tests/test_backends.py tests/test_torch_backend.py -k 'torch_cuda or cuda'"
+  "cnn_throughput|60|has_file benchmarks/bench_cnn_throughput.py|$PY benchmarks/bench_cnn_throughput.py --device cuda --m 5 --batch 100 --steps 20 --rounds 3"
+  "batched_seeds|90|has_file benchmarks/bench_batched_seeds.py|$PY benchmarks/bench_batched_seeds.py --device cuda --seeds 12 --paradigm ha --n-train 1000 --n-test 200 --epochs 1 --batch 100"
+  "synthetic_seeds|60|has_file benchmarks/bench_synthetic_seeds.py|$PY benchmarks/bench_synthetic_seeds.py --device cuda --hidden 256 --embed 256 --steps 30"
+  "ibm1_gpu_vs_cpu|60|[ -d $DATA/multi30k ]|$PY benchmarks/bench_ibm1.py --data $DATA/multi30k --device cuda --skip-nltk --repeats 2"
+  "train_cuda|90|[ -d $DATA/cifar10 ]|$CLI train --dataset cifar10 --data-dir $DATA/cifar10 --m 5 --paradigm all --epochs 2 --seeds 2 --n-train 2000 --n-test 500 --batch-seeds --device cuda --no-progress --out $OUT/train"
+  "train_hatexplain_cuda|60|help_mentions train hatexplain && [ -d $DATA/hatexplain ]|$CLI train --backend torch --dataset hatexplain --data-dir $DATA/hatexplain --embedding self-attention --paradigm all --epochs 2 --device cuda --no-progress --out $OUT/hatexplain"
+  "synthetic_cuda|90|has_command synthetic|$CLI synthetic copy --paper-size --seeds 20 --steps 500 --device cuda --no-progress --out $OUT/synthetic ${GPU_CHECK_SYNTHETIC_ARGS:-}"
+  "agreement_cuda|120|has_command agreement && [ -d $DATA/sst2 ]|$CLI agreement --task classify --dataset sst2 --data-dir $DATA/sst2 --steps 1000 --max-train 20000 --device cuda --no-progress --out $OUT/agreement ${GPU_CHECK_AGREEMENT_ARGS:-}"
 )
 
 card_name() {
