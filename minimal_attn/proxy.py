@@ -106,7 +106,7 @@ def loss_and_grads(params, batch):
     loss = -float(xp.sum(picked))                                     # Snell Eq. (14)
     # backward: residual r = T p - counts of each output word in the pair
     T = like(xp, np.bincount(batch.tgt_pair, minlength=B), W, dtype=W.dtype)  # (B,) lengths
-    ones = xp.ones((tgt.shape[0], 1), dtype=W.dtype)
+    ones = like(xp, np.ones((tgt.shape[0], 1)), W, dtype=W.dtype)            # on W's device
     counts = scatter_add_rows(xp, tgt_pair * n_out + tgt, ones, B * n_out)    # (B * |O|, 1)
     residual = T[:, None] * xp.exp(logp) - xp.reshape(counts, (B, n_out))  # (B, |O|)
     debar = residual @ W                                              # (B, d)
