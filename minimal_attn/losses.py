@@ -38,17 +38,33 @@ LOSS_PARADIGMS = PARADIGMS[:3]
 
 
 # --------------------------------------------------------------- primitives
-def logsumexp(z, axis=-1, keepdims=False):
-    """log(sum(exp(z))) along ``axis``, shifted by the max so it never overflows."""
+def _max_and_log1p_rest(z, axis):
+    """(zmax, log1p(rest)) with log(sum(exp(z))) = zmax + log1p(rest), keepdims.
+
+    The max term contributes exactly 1, so ``rest`` sums only the others (ties
+    at the max add 1 each): ``log1p(rest)`` keeps its digits when it is tiny,
+    where ``log(1 + rest)`` would round ``1 + rest`` first.
+    """
     xp = get_xp(z)
     zmax = xp.max(z, axis=axis, keepdims=True)
     zmax = xp.where(xp.isfinite(zmax), zmax, xp.zeros_like(zmax))   # all -inf rows stay -inf
-    out = zmax + xp.log(xp.sum(xp.exp(z - zmax), axis=axis, keepdims=True))
-    return out if keepdims else xp.squeeze(out, axis=axis)
+    at_max = z == zmax
+    others = xp.where(at_max, xp.zeros_like(z), xp.exp(z - zmax))
+    n_max = xp.sum(xp.astype(at_max, z.dtype), axis=axis, keepdims=True)
+    return zmax, xp.log1p((n_max - 1) + xp.sum(others, axis=axis, keepdims=True))
+
+
+def logsumexp(z, axis=-1, keepdims=False):
+    """log(sum(exp(z))) along ``axis``, shifted by the max so it never overflows."""
+    zmax, log_rest = _max_and_log1p_rest(z, axis)
+    out = zmax + log_rest
+    return out if keepdims else get_xp(z).squeeze(out, axis=axis)
 
 
 def log_softmax(z, axis=-1):
-    return z - logsumexp(z, axis=axis, keepdims=True)
+    """``z - logsumexp(z)``, written ``(z - zmax) - log1p(rest)``: exact 0 - tiny at the max."""
+    zmax, log_rest = _max_and_log1p_rest(z, axis)
+    return (z - zmax) - log_rest
 
 
 def softmax(z, axis=-1):
