@@ -114,11 +114,9 @@ def loss_lv(scores, logits, y):
 
 
 def loss(paradigm, scores, logits, y):
-    """Dispatch on a loss paradigm (``sa``, ``ha`` or ``lv``)."""
-    paradigm = check_paradigm(paradigm, LOSS_PARADIGMS)
-    if paradigm == "sa":
-        return loss_sa(logits, y)
-    return {"ha": loss_ha, "lv": loss_lv}[paradigm](scores, logits, y)
+    """Batch-mean loss of a paradigm (``sa``, ``ha`` or ``lv``); SA ignores ``scores``."""
+    rule = {"sa": lambda _, z, t: loss_sa(z, t), "ha": loss_ha, "lv": loss_lv}
+    return rule[check_paradigm(paradigm, LOSS_PARADIGMS)](scores, logits, y)
 
 
 # --------------------------------------------------------------- inference
@@ -142,10 +140,8 @@ def infer_lv(scores, logits):
 
 def infer(paradigm, scores, logits):
     """Class scores s (N, C) by the paradigm's rule; ``hybrid`` ends in HA, so infers as HA."""
-    paradigm = check_paradigm(paradigm)
-    if paradigm == "sa":
-        return infer_sa(logits)
-    return {"ha": infer_ha, "hybrid": infer_ha, "lv": infer_lv}[paradigm](scores, logits)
+    rule = {"sa": lambda _, z: infer_sa(z), "ha": infer_ha, "hybrid": infer_ha, "lv": infer_lv}
+    return rule[check_paradigm(paradigm)](scores, logits)
 
 
 # --------------------------------------------------------------- linear FCAM

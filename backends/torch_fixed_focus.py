@@ -23,11 +23,10 @@ import numpy as np
 import torch
 
 from minimal_attn.errors import check_int_at_least, check_paradigm
+from minimal_attn.losses import LOSS_PARADIGMS as FF_PARADIGMS  # hybrid is a schedule
 
 from . import torch_backend as tb
 from .torch_models import FCAM, ConvNet, ImageStore, classifier_config, scaled
-
-FF_PARADIGMS = ("sa", "ha", "lv")
 
 
 class CNNFixedFocusModel:

@@ -26,6 +26,7 @@ import time
 
 import torch
 
+from minimal_attn import PARADIGMS
 from minimal_attn.backends import torch_backend as tb
 from minimal_attn.backends.torch_batched_train import train_seeds_batched
 from minimal_attn.backends.torch_train import TrainConfig, train_run
@@ -60,7 +61,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:K")
     parser.add_argument("--seeds", type=int, default=12)
-    parser.add_argument("--paradigm", default="ha", choices=["sa", "ha", "lv", "hybrid"])
+    parser.add_argument("--paradigm", default="ha", choices=PARADIGMS)
     parser.add_argument("--m", type=int, default=5)
     parser.add_argument("--n-train", type=int, default=200)
     parser.add_argument("--n-test", type=int, default=100)

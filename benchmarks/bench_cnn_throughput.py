@@ -33,6 +33,7 @@ import torch
 from minimal_attn.backends import torch_backend as tb
 from minimal_attn.backends.torch_models import CPU_CHUNK, build_fcam
 from minimal_attn.errors import InputError
+from minimal_attn.losses import LOSS_PARADIGMS
 
 
 def loop_forward(model, X, paradigm, layout):
@@ -75,7 +76,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--m", type=int, default=5)
     parser.add_argument("--batch", type=int, default=100)
-    parser.add_argument("--paradigm", default="ha", choices=["sa", "ha", "lv"])
+    parser.add_argument("--paradigm", default="ha", choices=LOSS_PARADIGMS)
     parser.add_argument("--chunk", default=None,
                         help="comma-separated chunk sizes for the batched model "
                              "(default: the device default)")

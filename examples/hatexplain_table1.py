@@ -66,6 +66,7 @@ import time
 from pathlib import Path
 
 import torch
+from _shared_data import shared_data
 
 from minimal_attn.backends.text_fcam_train import HateXplainConfig, TextTrainConfig, run_hatexplain
 from minimal_attn.hatexplain_report import PAPER_ROWS, summary_markdown
@@ -76,17 +77,9 @@ OUT = Path(os.environ.get("HX_OUT") or tempfile.mkdtemp(prefix="hatexplain_table
 torch.set_num_threads(int(os.environ.get("HX_THREADS", 1)))
 
 
-def shared_hatexplain():
-    """../shared/data/hatexplain beside the checkout (also when run as a notebook)."""
-    here = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
-    for root in (here, *here.parents):
-        folder = root / "shared" / "data" / "hatexplain"
-        if folder.is_dir():
-            return folder
-    return None
 
 
-folder = shared_hatexplain()
+folder = shared_data("hatexplain")
 if folder is None:
     print("HateXplain not found at ../shared/data/hatexplain: nothing to run (point "
           "run_hatexplain at a folder with hatexplain_binary.jsonl or dataset.json)")

@@ -30,6 +30,7 @@
 import numpy as np
 
 from minimal_attn import data, dynamics, fcam, gradcheck, ode
+from minimal_attn.losses import LOSS_PARADIGMS
 
 m, C = 5, 3
 D = data.exact_population(m, C, seed=0)
@@ -45,7 +46,7 @@ print("exact population:", D.X.shape, "= 2 signs x C labels x m positions, each 
 # %%
 rng = np.random.default_rng(0)
 params = {"W": rng.standard_normal((C, D.X.shape[2])), "u": rng.standard_normal(D.X.shape[2])}
-for paradigm in ("sa", "ha", "lv"):
+for paradigm in LOSS_PARADIGMS:
     _, grads = fcam.loss_and_grad(params, D.X, D.y, paradigm)
     analytic, numeric = gradcheck.directional_check(
         lambda p, paradigm=paradigm: fcam.loss(p, D.X, D.y, paradigm), grads, params)
@@ -73,7 +74,7 @@ for paradigm in ("sa", "ha", "lv"):
 # %%
 mu, nu = 1.3, 0.7
 on_set = {"W": mu * (D.S - D.S.mean(0)), "u": nu * D.S.sum(0)}
-for paradigm in ("sa", "ha", "lv"):
+for paradigm in LOSS_PARADIGMS:
     _, g = fcam.loss_and_grad(on_set, D.X, D.y, paradigm)
     mu_dot = -np.sum(g["W"] * (D.S - D.S.mean(0))) / (C - 1)
     nu_dot = -g["u"] @ D.S.mean(0)
@@ -87,7 +88,7 @@ for paradigm in ("sa", "ha", "lv"):
 # Euler discretisation of the flow: step $k$ sits at time $t = k\eta$.
 
 # %%
-for paradigm in ("sa", "ha", "lv"):
+for paradigm in LOSS_PARADIGMS:
     exact = ode.solve(paradigm, m, C, 100.0, t_eval=[25.0, 100.0])
     sim = dynamics.simulate(paradigm, m, C, 100.0, lr=0.02, t_eval=[25.0, 100.0])
     print(f"{paradigm}: mu(100) ODE {exact['mu'][-1]:.5f}  GD {sim['mu'][-1]:.5f}   "
@@ -114,7 +115,7 @@ for alpha in (0.1, 0.4, 1.0):
 
 # %%
 for t in (20.0, 200.0):
-    alphas = {p: float(ode.solve(p, m, C, t, t_eval=[t])["alpha"][-1]) for p in ("sa", "ha", "lv")}
+    alphas = {p: float(ode.solve(p, m, C, t, t_eval=[t])["alpha"][-1]) for p in LOSS_PARADIGMS}
     print(f"t = {t:5.0f}: alpha", {p: round(v, 3) for p, v in alphas.items()})
 
 # %% [markdown]

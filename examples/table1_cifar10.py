@@ -62,10 +62,10 @@
 # %%
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
+from _shared_data import shared_data
 
 from minimal_attn import PARADIGMS, cifar, mosaics
 from minimal_attn.backends.torch_train import TrainConfig, train_run
@@ -76,17 +76,9 @@ EPOCHS, BATCH, SEED = 6, 25, 0
 
 
 
-def shared_cifar10():
-    """../shared/data/cifar10 beside the checkout (also when run as a notebook)."""
-    here = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
-    for root in (here, *here.parents):
-        folder = root / "shared" / "data" / "cifar10"
-        if folder.is_dir():
-            return folder
-    return None
 
 
-folder = shared_cifar10()
+folder = shared_data("cifar10")
 if folder is None:
     print("CIFAR-10 not found at ../shared/data/cifar10: nothing to run (point "
           "load_cifar10 at your cifar-10-batches-py folder)")

@@ -44,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _shared_data import shared_data
 
 from minimal_attn import PARADIGMS
 from minimal_attn.backends.fcam_experiment import ExperimentConfig, run_config, run_experiment
@@ -67,17 +68,9 @@ DEVICE = os.environ.get("TABLE1_CPU_DEVICE", "cpu")      # "cuda" to run the sam
 RISEN = 1 / M + RISE * (1 - 1 / M)
 
 
-def shared_cifar10():
-    """../shared/data/cifar10 beside the checkout (also when run as a notebook)."""
-    here = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
-    for root in (here, *here.parents):
-        folder = root / "shared" / "data" / "cifar10"
-        if folder.is_dir():
-            return folder
-    return None
 
 
-folder = shared_cifar10()
+folder = shared_data("cifar10")
 if folder is None:
     print("CIFAR-10 not found at ../shared/data/cifar10: nothing to run")
     sys.exit(0)
