@@ -131,16 +131,17 @@ def test_resume_equals_an_uninterrupted_run(toy_dir, tmp_path, embedding):
         assert torch.equal(b["model"][key], value), key
 
 
-def run(*args):
-    return CliRunner().invoke(cli, ["train-text"] + [str(a) for a in args])
+def run(*args, command="train-text"):
+    return CliRunner().invoke(cli, [command] + [str(a) for a in args])
 
 
 def test_cli_writes_the_cifar_results_layout(toy_dir, tmp_path):
+    """Issue 13's interface: ``attn-dyn train --dataset hatexplain`` routes to train-text."""
     out = tmp_path / "out"
     r = run("--backend", "torch", "--dataset", "hatexplain", "--data-dir", toy_dir,
             "--embedding", "standard", "--paradigm", "all", "--epochs", 2, "--seeds", 2,
             "--batch-size", 32, "--min-count", 1, "--device", "cpu", "--threads", 1,
-            "--out", out, "--no-progress")
+            "--out", out, "--no-progress", command="train")
     assert r.exit_code == 0, r.output
     results = json.loads((out / "results.json").read_text())
     assert list(results) == list(PARADIGMS)
@@ -186,15 +187,18 @@ def _bad_dir(tmp_path, row):
     return folder
 
 
+@pytest.mark.parametrize("command", ["train-text", "train"])
 @pytest.mark.parametrize("row,message", [
     ({"post_id": "x", "tokens": ["a", "b", "c"], "label": "toxic", "rationale": [0, 1],
       "orig_split": "train"}, "rationale has 2 entries but the post has 3 tokens"),
     ({"post_id": "x", "tokens": ["a"], "label": "spam", "rationale": [0],
       "orig_split": "train"}, "unknown label 'spam'"),
 ])
-def test_cli_bad_jsonl_exits_2_with_one_line_and_writes_nothing(tmp_path, row, message):
+def test_cli_bad_jsonl_exits_2_with_one_line_and_writes_nothing(tmp_path, row, message,
+                                                                command):
     out = tmp_path / "out"
-    r = run("--data-dir", _bad_dir(tmp_path, row), "--out", out, "--device", "cpu")
+    r = run("--backend", "torch", "--dataset", "hatexplain", "--data-dir",
+            _bad_dir(tmp_path, row), "--out", out, "--device", "cpu", command=command)
     assert r.exit_code == 2
     assert r.stderr.startswith("Error:") and len(r.stderr.strip().splitlines()) == 1
     assert message in r.stderr and "line 6" in r.stderr
