@@ -122,10 +122,12 @@ def write_results(out, results, runs, meta, summary=None, title=None):
     if os.path.exists(final):
         os.unlink(final)                 # a reader never pairs old results with new files
     write_json(os.path.join(out, "config.json"), meta)
-    header = ["paradigm", "m"] + [f"{split}_{k}{s}" for split in ("train", "test")
-                                  for k in ("accuracy", "saif") for s in ("_mean", "_std")]
-    rows = [[p, m] + [e[split][k + s] for split in ("train", "test")
-                      for k in ("accuracy", "saif") for s in ("", "_std")]
+    by_m = [] if m is None else [m]          # text FCAMs have no fixed m
+    header = ["paradigm"] + ["m"] * len(by_m) + [
+        f"{split}_{k}{s}" for split in ("train", "test") for k in ("accuracy", "saif")
+        for s in ("_mean", "_std")]
+    rows = [[p] + by_m + [e[split][k + s] for split in ("train", "test")
+                          for k in ("accuracy", "saif") for s in ("", "_std")]
             for p, e in results.items()]
     write_csv(os.path.join(out, "summary.csv"), header, rows)
     write_text(os.path.join(out, "summary.md"),

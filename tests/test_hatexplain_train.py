@@ -173,7 +173,12 @@ def test_cli_writes_the_cifar_results_layout(toy_dir, tmp_path):
     assert r2.exit_code == 0, r2.output
     again = json.loads((out / "results.json").read_text())
     for p in PARADIGMS:
-        assert again[p]["test"]["per_seed"][1]["saif"] == results[p]["test"]["per_seed"][1]["saif"]
+        for key in ("saif", "seconds"):              # training seconds survive a resume
+            assert again[p]["test"]["per_seed"][1][key] == results[p]["test"]["per_seed"][1][key]
+    rows = (out / "summary.csv").read_text().splitlines()
+    assert rows[0].startswith("paradigm,train_accuracy_mean,")     # no m column for text
+    assert [row.split(",")[0] for row in rows[1:]] == list(PARADIGMS)
+    assert float(rows[1].split(",")[1]) == pytest.approx(results["sa"]["train"]["accuracy"])
     r3 = run("--data-dir", toy_dir, "--epochs", 2, "--seeds", 2, "--batch-size", 32,
              "--min-count", 1, "--device", "cpu", "--out", out, "--resume", "--lr", 0.05)
     assert r3.exit_code == 2 and "different settings" in r3.stderr
