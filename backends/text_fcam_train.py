@@ -1,27 +1,30 @@
 r"""Training the HateXplain text FCAMs with SA, HA, LV and the hybrid, V&R Section 5, Table 1.
 
-Vashisht & Ramaswamy (2023), Section 5 and Appendix A.3. :func:`train_text_run`
-trains one :class:`.torch_text_fcam.TextFCAM` (one paradigm, one seed) with SGD
-and momentum and returns what :func:`.torch_train.train_run` returns
-(``train``/``test`` summaries, ``history``, ``instances``), with
-:math:`a_{z^*} = \sum_{z\in z^*} a_z` as the focus (posts without a rationale
-count for accuracy and are left out of SAIF). :func:`run_hatexplain` reads the
-data, runs every paradigm and seed and writes the results folder.
+Vashisht & Ramaswamy (2023), Section 5 and Appendix A.3. :class:`TextTrainer`
+is the text FCAM (:class:`.torch_text_fcam.TextFCAM`) for the shared epoch
+skeleton :func:`minimal_attn.train_loop.run_epochs`, which the CNN and the
+linear FCAM use too: the hybrid's schedule (fixed or ``switch_epoch="auto"``),
+per-paradigm learning rates, divergence and collapse checks, history records,
+atomic checkpoints with the ``.ckpt.prev`` fallback, and exact resume (on the
+CPU a resumed run ends bit-for-bit where an uninterrupted one does).
+:func:`train_text_run` trains one (paradigm, seed); :func:`run_hatexplain`
+reads the data, runs every paradigm and seed, appends ``history.jsonl`` and
+writes the result set with :mod:`minimal_attn.train_report`.
+
+The focus is :math:`a_{z^*} = \sum_{z\in z^*} a_z` (posts without a rationale
+count for accuracy and are left out of SAIF and of the mean :math:`a_{z^*}`).
+A post has no fixed m: the auto switch and the collapse warning compare the
+focus with the uniform one, :math:`1/m` read as the mean of
+:math:`|z^*| / L` over the training posts with a rationale.
 
 Learning rates (Appendix A.3): SA 0.1, HA 0.1, LV 0.3; the hybrid trains SA
-at 0.1 for epochs ``0 .. switch_epoch - 1`` and HA at 0.01 afterwards, with
-one optimiser throughout, as for CIFAR. "Equal compute time" (Section 5) is
-read as equal epochs (equal optimiser steps) for every paradigm; the measured
-seconds per run are written beside the results.
-
-Checkpoints (after every epoch, atomic) hold the networks, the optimiser, the
-shuffling generator and the history; ``resume=True`` continues from them and
-on the CPU ends bit-for-bit where an uninterrupted run does. The checkpoint
-helpers are those of :mod:`.torch_train`.
+at 0.1, then HA at 0.01, with one optimiser throughout, as for CIFAR. "Equal
+compute time" (Section 5) is read as equal epochs (equal optimiser steps) for
+every paradigm, as for CIFAR; the training seconds are written beside the
+results.
 """
 
 import os
-import time
 from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import Optional, Tuple
@@ -29,21 +32,17 @@ from typing import Optional, Tuple
 import numpy as np
 import torch
 
-from minimal_attn import PARADIGMS, hatexplain, losses
+from minimal_attn import PARADIGMS, hatexplain
 from minimal_attn import hatexplain_report as report
 from minimal_attn.errors import InputError, check_int_at_least, check_paradigm, check_positive
-from minimal_attn.io import atomic_open, ensure_dir
+from minimal_attn.experiment_config import check_writable
+from minimal_attn.linear_train import data_fingerprint
+from minimal_attn.train_loop import TrainConfig, checkpoint_path, run_epochs
+from minimal_attn.train_report import HistoryLog, write_results
 
 from . import torch_backend as tb
 from .torch_text_fcam import TextFCAMConfig, build_text_fcam, check_embedding
-from .torch_train import (
-    CHECKPOINT_FORMAT,
-    _check_finite,
-    _check_resumable,
-    _comparable,
-    checkpoint_path,
-    data_fingerprint,
-)
+from .torch_train import CNNTrainer
 
 #: Appendix A.3: loss paradigm -> lr (both embeddings); the hybrid's HA phase uses 0.01.
 HATEXPLAIN_LR = {"sa": 0.1, "ha": 0.1, "lv": 0.3}
@@ -51,38 +50,24 @@ HYBRID_HA_LR = 0.01
 
 
 @dataclass
-class TextTrainConfig:
-    """One training run of a text FCAM: a paradigm, a seed and the optimiser settings."""
+class TextTrainConfig(TrainConfig):
+    """One training run of a text FCAM; the fields of TrainConfig plus the embedding."""
 
-    paradigm: str = "sa"                 # sa, ha, lv or hybrid
     embedding: str = "standard"          # standard (HateXplain-1) or self-attention (-2)
-    epochs: int = 10
-    lr: Optional[float] = None           # None: Appendix A.3 (hybrid: its SA phase)
-    hybrid_lr: Optional[float] = None    # hybrid's HA-phase lr; None: 0.01
-    momentum: float = 0.9                # SGD momentum
     batch_size: int = 128                # not in the paper; 128 keeps LV at lr 0.3 stable
-    seed: int = 0                        # initialisation and shuffling
-    switch_epoch: Optional[int] = None   # hybrid: first HA epoch; None: epochs // 2
-    device: Optional[str] = None         # None: cuda if available, else cpu
-    threshold: float = 0.8               # SAIF threshold tau
+    dataset: str = "hatexplain"
     n_classes: int = 2                   # set from the data by run_hatexplain
 
     def __post_init__(self):
-        self.paradigm = check_paradigm(self.paradigm)
+        super().__post_init__()
         self.embedding = check_embedding(self.embedding)
 
-    def switch(self):
-        return self.epochs // 2 if self.switch_epoch is None else int(self.switch_epoch)
-
-    def phase(self, epoch):
-        """The loss paradigm (sa, ha, lv) in force at ``epoch``."""
-        return losses.phase(self.paradigm, epoch, self.switch())
-
-    def learning_rate(self, epoch):
-        phase = self.phase(epoch)
-        if self.paradigm == "hybrid" and phase == "ha":
-            return float(HYBRID_HA_LR if self.hybrid_lr is None else self.hybrid_lr)
-        return float(HATEXPLAIN_LR[phase] if self.lr is None else self.lr)
+    def rates(self, table=None):
+        """Appendix A.3's rates unless given; the hybrid's HA phase defaults to 0.01."""
+        rates = super().rates(table or HATEXPLAIN_LR)
+        if self.paradigm == "hybrid" and self.hybrid_lr is None:
+            rates["ha"] = HYBRID_HA_LR
+        return rates
 
 
 class TextStore:
@@ -131,27 +116,80 @@ def evaluate(model, store, encoded, paradigm, threshold=0.8, batch_size=512):
     return hatexplain.summarise_posts(a, s, encoded.y, encoded.rationale, threshold)
 
 
-def _train_epoch(model, optimizer, store, phase, generator, batch_size):
-    """One pass over shuffled mini-batches: (mean loss, running accuracy, mean a_{z*})."""
-    sums = torch.zeros(4, dtype=torch.float64, device=store.ids.device)  # loss, correct, a_z*, n*
-    for idx in store.batches(batch_size, generator):
-        ids, mask, rationale, y = store.batch(idx)
-        scores, logits = model(ids, mask, phase)
-        value = tb.loss(phase, scores, logits, y)
-        optimizer.zero_grad(set_to_none=True)
-        value.backward()
-        optimizer.step()
-        with torch.no_grad():
-            has = rationale.any(dim=1)                                          # (B,)
-            a_fg = (tb.attention(scores) * rationale).sum(dim=1)                # (B,) a_{z*}
-            sums += torch.stack([value.detach().double() * idx.numel(),
-                                 (tb.infer(phase, scores, logits).argmax(1) == y).sum().double(),
-                                 a_fg[has].sum().double(), has.sum().double()])
-    loss, correct, a_fg, n_fg = sums.tolist()
-    return loss / store.n, correct / store.n, a_fg / max(n_fg, 1.0)
+def uniform_focus(encoded):
+    """Mean |z*| / L over the posts with a rationale: a_{z*} of a uniform focus (the 1/m)."""
+    has = encoded.rationale.any(axis=1)
+    if not has.any():
+        return 0.5
+    return float(np.mean(encoded.rationale[has].sum(axis=1) / encoded.mask[has].sum(axis=1)))
 
 
-def train_text_run(config, train, test, vocab_size, out_dir=None, resume=False, callback=None):
+class TextTrainer(CNNTrainer):
+    """The text FCAM of Appendix A.3 for :func:`run_epochs` (checkpoints as the CNN's)."""
+
+    KIND = "torch-text"
+    LR_TABLE = HATEXPLAIN_LR
+
+    def __init__(self, config, train, test, vocab_size):
+        self.config, self.sets = config, {"train": train, "test": test}
+        self.device = tb.get_device(config.device)
+        self.model = build_text_fcam(
+            TextFCAMConfig(vocab_size, config.n_classes, config.embedding), config.seed,
+            self.device)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.0,
+                                         momentum=config.momentum)
+        self.generator = torch.Generator().manual_seed(int(config.seed))
+        self.stores = {name: TextStore(enc, self.device) for name, enc in self.sets.items()}
+        self.m = 1.0 / uniform_focus(train)      # the skeleton compares a_{z*} with 1/m
+
+    def train_epoch(self, phase, lr, epoch, step):
+        """One pass over shuffled mini-batches: (mean loss, running accuracy, mean a_{z*})."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        store = self.stores["train"]
+        every = 1 if store.ids.device.type == "cpu" else 20
+        sums = torch.zeros(4, dtype=torch.float64, device=store.ids.device)  # loss, hits, a, n*
+        for k, idx in enumerate(store.batches(self.config.batch_size, self.generator)):
+            ids, mask, rationale, y = store.batch(idx)
+            scores, logits = self.model(ids, mask, phase)
+            value = tb.loss(phase, scores, logits, y)
+            self.optimizer.zero_grad(set_to_none=True)
+            value.backward()
+            self.optimizer.step()
+            with torch.no_grad():
+                has = rationale.any(dim=1)                                      # (B,)
+                a_fg = (tb.attention(scores) * rationale).sum(dim=1)            # (B,) a_{z*}
+                sums += torch.stack([
+                    value.detach().double() * idx.numel(),
+                    (tb.infer(phase, scores, logits).argmax(1) == y).sum().double(),
+                    a_fg[has].sum().double(), has.sum().double()])
+            step(float(value.detach()) if k % every == 0 else None)
+        loss, correct, a_fg, n_fg = sums.tolist()
+        return loss / store.n, correct / store.n, a_fg / max(n_fg, 1.0)
+
+    def steps(self, batch_size):
+        return len(self.stores["train"].batches(batch_size, torch.Generator()))
+
+    @torch.no_grad()
+    def probe_loss(self, phase):
+        store = self.stores["train"]
+        ids, mask, _, y = store.batch(torch.arange(min(self.config.batch_size, store.n)))
+        scores, logits = self.model(ids, mask, phase)
+        return float(tb.loss(phase, scores, logits, y))
+
+    def evaluate(self, split, rule):
+        return evaluate(self.model, self.stores[split], self.sets[split], rule,
+                        self.config.threshold)
+
+
+def text_fingerprint(train, test):
+    """:func:`data_fingerprint` of two encoded splits (ids, labels, rationales)."""
+    return data_fingerprint(*(SimpleNamespace(X=e.ids, y=e.y, z=e.rationale)
+                              for e in (train, test)))
+
+
+def train_text_run(config, train, test, vocab_size, out_dir=None, resume=False, progress=None,
+                   callback=None, log=None):
     """Train one text FCAM (one paradigm, one seed) and evaluate it, V&R Section 5.
 
     Parameters
@@ -159,68 +197,16 @@ def train_text_run(config, train, test, vocab_size, out_dir=None, resume=False, 
     config : TextTrainConfig
     train, test : minimal_attn.hatexplain.Encoded (padded ids, mask, rationale, y)
     vocab_size : int, rows of the embedding
-    out_dir : folder for ``checkpoints/`` (None: no checkpoints)
-    resume : continue from the checkpoint in ``out_dir`` if there is one
-    callback : optional ``callback(epoch, record)`` after each checkpoint
+    out_dir, resume, progress, callback, log : as :func:`.torch_train.train_run`
 
     Returns
     -------
-    dict with ``train``, ``test``, ``history``, ``instances`` as :func:`.torch_train.train_run`.
+    dict as :func:`minimal_attn.train_loop.run_epochs`; ``instances`` also
+    hold ``has_rationale`` per post.
     """
-    device = tb.get_device(config.device)
-    model = build_text_fcam(TextFCAMConfig(vocab_size, config.n_classes, config.embedding),
-                            config.seed, device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=config.learning_rate(0),
-                                momentum=config.momentum)
-    generator = torch.Generator().manual_seed(int(config.seed))
-    stores = {"train": TextStore(train, device), "test": TextStore(test, device)}
-    fingerprint = data_fingerprint(*(SimpleNamespace(X=e.ids, y=e.y, z=e.rationale)
-                                     for e in (train, test)))
-    path = checkpoint_path(out_dir, config) if out_dir is not None else None
-    history, start = [], 0
-    if resume and path is not None and os.path.exists(path):
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        if state.get("format") == CHECKPOINT_FORMAT and state.get("data") != fingerprint:
-            raise InputError(f"checkpoint {path} was written for other HateXplain data; use "
-                             "the same --data-dir and --min-count or drop --resume")
-        _check_resumable(state, config, fingerprint, path)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        generator.set_state(state["generator"])
-        history, start = state["history"], state["epoch"]
-    if path is not None:
-        ensure_dir(os.path.dirname(path))
-
-    test_eval = None                     # the latest epoch's test evaluation, reused at the end
-    for epoch in range(start, config.epochs):
-        phase, lr = config.phase(epoch), config.learning_rate(epoch)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        loss, acc, a_fg = _train_epoch(model, optimizer, stores["train"], phase, generator,
-                                       config.batch_size)
-        _check_finite(loss, config, epoch)
-        test_eval = evaluate(model, stores["test"], test, config.paradigm, config.threshold)
-        record = {"epoch": epoch + 1, "phase": phase, "lr": lr, "loss": loss,
-                  "train_running_accuracy": acc, "train_mean_a_z": a_fg,
-                  "test_accuracy": test_eval[0]["accuracy"], "test_saif": test_eval[0]["saif"]}
-        history.append(record)
-        if path is not None:
-            state = {"format": CHECKPOINT_FORMAT, "epoch": epoch + 1,
-                     "config": _comparable(config), "data": fingerprint,
-                     "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                     "generator": generator.get_state(), "history": history}
-            with atomic_open(path, "wb") as f:
-                torch.save(state, f)
-        if callback is not None:
-            callback(epoch, dict(record, paradigm=config.paradigm, seed=config.seed))
-
-    train_summary, train_inst = evaluate(model, stores["train"], train, config.paradigm,
-                                         config.threshold)
-    test_summary, test_inst = test_eval or evaluate(model, stores["test"], test,
-                                                    config.paradigm, config.threshold)
-    return {"paradigm": config.paradigm, "seed": config.seed, "train": train_summary,
-            "test": test_summary, "history": history, "resumed_from_epoch": start,
-            "instances": {"train": train_inst, "test": test_inst}}
+    trainer = TextTrainer(config, train, test, vocab_size)
+    return run_epochs(config, trainer, text_fingerprint(train, test), out_dir, resume,
+                      progress, callback, log)
 
 
 @dataclass
@@ -230,9 +216,19 @@ class HateXplainConfig:
     train: TextTrainConfig = field(default_factory=TextTrainConfig)  # paradigm/seed overridden
     paradigms: Tuple[str, ...] = PARADIGMS
     seeds: int = 1                       # seeds 0 .. seeds-1
+    lr: Optional[dict] = None            # {"all" | paradigm: lr}; None: train.lr / Appendix A.3
     min_count: int = 2                   # training-split count below which a word is <unk>
     max_len: Optional[int] = None        # cut longer posts (None: keep every token)
     threads: Optional[int] = None        # torch CPU threads (None: leave torch's setting)
+
+    def run_config(self, paradigm, seed):
+        """The TextTrainConfig of one run: its paradigm's own lr (hybrid: sa's, else all's)."""
+        lr = self.lr or {}
+        own = lr.get(paradigm, lr.get("sa") if paradigm == "hybrid" else None)
+        own = lr.get("all", self.train.lr) if own is None else own
+        return replace(self.train, paradigm=paradigm, seed=seed, lr=own,
+                       switch_epoch=self.train.switch_epoch if paradigm == "hybrid" else None,
+                       hybrid_lr=self.train.hybrid_lr if paradigm == "hybrid" else None)
 
 
 def _named(check, name, *args):
@@ -248,26 +244,45 @@ def _check(config, out_dir, resume):
     for name, value in (("epochs", t.epochs), ("seeds", config.seeds),
                         ("batch_size", t.batch_size), ("min_count", config.min_count)):
         _named(check_int_at_least, name, value, 1)
-    for name in ("lr", "hybrid_lr"):
-        if getattr(t, name) is not None:
-            _named(check_positive, name, getattr(t, name))
-    if t.switch_epoch is not None and not 0 <= t.switch_epoch <= t.epochs:
-        raise InputError(f"switch_epoch must lie in 0..{t.epochs} (epochs)", param="switch_epoch")
+    rates = [("lr", v) for v in (config.lr or {}).values()] + [
+        (name, getattr(t, name)) for name in ("lr", "hybrid_lr")]
+    for name, value in rates:
+        if value is not None:
+            _named(check_positive, name, value)
+    unknown = sorted(set(config.lr or {}) - set(PARADIGMS) - {"all"})
+    if unknown:
+        raise InputError(f"lr names unknown paradigm {unknown[0]!r}: use sa, ha, lv, hybrid",
+                         param="lr")
+    if t.switch_epoch not in (None, "auto") and not 0 <= int(t.switch_epoch) <= t.epochs:
+        raise InputError(f"switch_epoch must be auto or lie in 0..{t.epochs} (epochs)",
+                         param="switch_epoch")
     if not 0 < t.threshold < 1:
         raise InputError(f"threshold must lie in (0, 1), got {t.threshold}", param="threshold")
     if resume and out_dir is None:
         raise InputError("resume needs out: the folder whose checkpoints/ to resume from",
                          param="out")
+    if out_dir is not None:
+        check_writable(out_dir)
 
 
-def run_hatexplain(config, data_dir, out_dir=None, resume=False, callback=None):
+def _format_epoch(r):
+    return (f"{r['paradigm']} seed {r['seed']} epoch {r['epoch']} ({r['phase']}): loss "
+            f"{r['loss']:.4f} train acc {100 * r['train_accuracy']:.1f}% mean a_z* "
+            f"{r['mean_a_z']:.3f} test acc {100 * r['test_accuracy']:.1f}% test SAIF "
+            f"{100 * r['test_saif']:.1f}%")
+
+
+def run_hatexplain(config, data_dir, out_dir=None, resume=False, progress=None, log=None,
+                   on_epoch=None):
     """Every paradigm and seed of ``config`` on HateXplain; results folder as the CIFAR runs.
 
-    ``callback(record)`` gets ``{"event": "epoch", ...}`` after each epoch and
-    ``{"event": "run", ...}`` after each (paradigm, seed). Returns
-    ``(results, meta)``: ``results[paradigm]["train"|"test"]["accuracy"|"saif"]``
-    are means over seeds (fractions), with ``_std``, ``per_seed`` and heat maps.
+    ``progress(length, label)``: a per-epoch bar factory; ``log(line)``: one
+    line per epoch, per-seed results and warnings; ``on_epoch(record)``: each
+    history record. Returns ``(results, meta)``:
+    ``results[paradigm]["train"|"test"]["accuracy"|"saif"]`` are means over
+    seeds (fractions), with ``_std``, ``per_seed`` and heat maps.
     """
+    log = log or (lambda line: None)
     _check(config, out_dir, resume)
     paradigms = [check_paradigm(p) for p in config.paradigms]
     if config.threads is not None:
@@ -275,38 +290,51 @@ def run_hatexplain(config, data_dir, out_dir=None, resume=False, callback=None):
     device = str(tb.get_device(config.train.device))
     data = hatexplain.read_hatexplain(data_dir)
     vocab, enc = hatexplain.encode_splits(data, config.min_count, config.max_len)
-    template = replace(config.train, device=device,
-                       n_classes=len(hatexplain.CLASSES[data.layout]))
-    if out_dir is not None:              # every check that can fail is done: now write
-        ensure_dir(out_dir)
+    config = replace(config, train=replace(config.train, device=device,
+                                           n_classes=len(hatexplain.CLASSES[data.layout])))
+    history = HistoryLog(out_dir)
+
+    def epoch_done(epoch, record):
+        history.append(record)
+        log(_format_epoch(record))
+        if on_epoch is not None:
+            on_epoch(record)
+
     runs = {}
     for p in paradigms:
         runs[p] = []
         for seed in range(config.seeds):
-            run_config = replace(template, paradigm=p, seed=seed)
-            start = time.perf_counter()
-            result = train_text_run(
-                run_config, enc["train"], enc["test"], len(vocab), out_dir, resume,
-                None if callback is None else
-                (lambda epoch, record: callback(dict(record, event="epoch"))))
-            result["seconds"] = time.perf_counter() - start
-            runs[p].append(result)
-            if callback is not None:
-                callback({"event": "run", "paradigm": p, "seed": seed,
-                          "seconds": result["seconds"],
-                          **{f"{s}_{k}": result[s][k] for s in ("train", "test")
-                             for k in ("accuracy", "saif")}})
+            run_config = config.run_config(p, seed)
+            if resume and not os.path.exists(checkpoint_path(out_dir, run_config)):
+                log(f"no checkpoint for {p} seed {seed} in {out_dir}: starting fresh")
+            r = train_text_run(run_config, enc["train"], enc["test"], len(vocab), out_dir,
+                               resume, progress, epoch_done, log)
+            runs[p].append(r)
+            log(report.seed_line(r))
+            for warning in r["warnings"]:
+                log(f"warning: {p} seed {seed}: {warning}")
     results = {p: report.aggregate(r) for p, r in runs.items()}
+    t = config.train
     meta = {"dataset": "hatexplain", "layout": data.layout, "data_dir": os.fspath(data_dir),
-            "classes": list(hatexplain.CLASSES[data.layout]), "embedding": template.embedding,
-            "paper_row": report.PAPER_ROWS[template.embedding]["name"],
+            "classes": list(hatexplain.CLASSES[data.layout]), "embedding": t.embedding,
+            "paper_row": report.PAPER_ROWS[t.embedding]["name"],
+            "paper_3class_test_pct": report.PAPER_ROWS[t.embedding],
             "vocab_size": len(vocab), "min_count": config.min_count, "max_len": config.max_len,
             "posts": {s: int(len(e.y)) for s, e in enc.items()}, "dropped": data.dropped,
-            "epochs": template.epochs, "seeds": list(range(config.seeds)), "paradigms": paradigms,
-            "lr": {p: sorted({h["lr"] for h in runs[p][0]["history"]}) for p in paradigms},
-            "batch_size": template.batch_size, "momentum": template.momentum,
-            "switch_epoch": template.switch(), "threshold": template.threshold,
+            "epochs": t.epochs, "seeds": list(range(config.seeds)), "paradigms": paradigms,
+            "lr": {p: _rates(config.run_config(p, 0)) for p in paradigms},
+            "batch_size": t.batch_size, "momentum": t.momentum, "threshold": t.threshold,
+            "switch_epoch": t.switch_epoch if t.switch_epoch is not None else t.fixed_switch(),
             "device": device}
+    if "hybrid" in runs:
+        meta["hybrid_switch_epochs"] = {str(r["seed"]): r["switch_epoch"] for r in runs["hybrid"]}
     if out_dir is not None:
-        report.write_outputs(out_dir, results, runs, meta)
+        write_results(out_dir, results, runs, meta, report.summary_markdown(results, meta),
+                      f"HateXplain {t.embedding}")
     return results, meta
+
+
+def _rates(config):
+    """The lr of a paradigm: a number, or {"sa": .., "ha": ..} for the hybrid."""
+    rates = config.rates()
+    return rates if config.paradigm == "hybrid" else rates[config.paradigm]

@@ -1,7 +1,8 @@
 r"""``attn-dyn train-text``: the HateXplain text FCAM with SA, HA, LV and the hybrid.
 
 Vashisht & Ramaswamy (2023), Section 5, Appendix A.3 and Table 1 (rows
-HateXplain-1 and -2). Parses options into a
+HateXplain-1 and -2). ``attn-dyn train --dataset hatexplain ...`` is routed
+here by the group (cli/main.py). Parses options into a
 :class:`~minimal_attn.backends.text_fcam_train.HateXplainConfig`, calls
 :func:`~minimal_attn.backends.text_fcam_train.run_hatexplain` and prints.
 torch is imported only when the command runs.
@@ -10,6 +11,7 @@ torch is imported only when the command runs.
 import click
 
 from minimal_attn.cli.options import parse_paradigms
+from minimal_attn.cli.train_cmd import _Bar, _echo, parse_lr, parse_switch
 from minimal_attn.errors import InputError
 
 
@@ -39,22 +41,25 @@ from minimal_attn.errors import InputError
               help="torch device: auto (cuda if available, else cpu), cpu, cuda, cuda:K.")
 @click.option("--threads", type=int, default=None,
               help="torch CPU threads [default: torch's choice].")
-@click.option("--lr", type=float, default=None,
-              help="Learning rate for every paradigm (hybrid: its SA phase) [default: "
-                   "Appendix A.3: SA 0.1, HA 0.1, LV 0.3].")
+@click.option("--lr", default=None,
+              help="Learning rate: one number for every paradigm, or per paradigm, e.g. "
+                   "sa=0.05,lv=0.2 (hybrid: its SA phase, else sa's) [default: Appendix "
+                   "A.3: SA 0.1, HA 0.1, LV 0.3].")
 @click.option("--hybrid-lr", type=float, default=None,
               help="Hybrid: learning rate of its HA phase [default: 0.01].")
 @click.option("--batch-size", type=int, default=128, show_default=True,
               help="Posts per step (not in the paper; smaller batches make LV at lr 0.3 "
                    "diverge).")
-@click.option("--switch-epoch", type=int, default=None,
-              help="Hybrid: first epoch of HA (SA before) [default: epochs // 2].")
+@click.option("--switch-epoch", default=None,
+              help="Hybrid: first epoch of HA (SA before), or auto: when SA's mean a_z* has "
+                   "risen and stalled [default: epochs // 2].")
 @click.option("--threshold", type=float, default=0.8, show_default=True,
               help="SAIF threshold tau (a_z* > tau and s_y > tau).")
 @click.option("--min-count", type=int, default=2, show_default=True,
               help="Words seen fewer times in the training split become <unk>.")
 @click.option("--progress/--no-progress", default=True, show_default=True,
-              help="A progress bar over all epochs of all runs (stderr).")
+              help="A progress bar per epoch (stderr); one line per epoch is printed "
+                   "either way (and appended to OUT/history.jsonl).")
 def train_text(backend, dataset, data_dir, embedding, paradigm, epochs, seeds, out, resume,
                device, threads, lr, hybrid_lr, batch_size, switch_epoch, threshold, min_count,
                progress):
@@ -80,37 +85,17 @@ def train_text(backend, dataset, data_dir, embedding, paradigm, epochs, seeds, o
     except ImportError as exc:
         raise InputError(f"train-text needs torch ({exc}); install it (pip install torch)") \
             from None
-    config = HateXplainConfig(
-        train=TextTrainConfig(embedding=embedding, epochs=epochs, lr=lr, hybrid_lr=hybrid_lr,
-                              batch_size=batch_size, switch_epoch=switch_epoch,
-                              device=device, threshold=threshold),
-        paradigms=tuple(paradigms), seeds=seeds, min_count=min_count, threads=threads)
-    total = len(paradigms) * max(seeds, 1) * max(epochs, 1)
-    bars = []                            # opened at the first epoch: an early error prints alone
-
-    def report(record):
-        if record["event"] == "epoch":
-            if progress and not bars:
-                bars.append(click.progressbar(length=total, label="training",
-                                              file=click.get_text_stream("stderr")))
-                bars[0].__enter__()
-            if bars:
-                bars[0].update(1)
-            return
-        click.echo(("\n" if bars else "") + f"{record['paradigm']} seed {record['seed']}: "
-                   + ", ".join(
-            f"{s} accuracy {100 * record[s + '_accuracy']:.1f}% SAIF "
-            f"{100 * record[s + '_saif']:.1f}%" for s in ("train", "test"))
-            + f" ({record['seconds']:.1f} s)", err=True)
-
     from minimal_attn.hatexplain_report import summary_markdown
 
-    try:
-        results, meta = run_hatexplain(config, data_dir, out, resume, report)
-    finally:
-        if bars:
-            bars[0].__exit__(None, None, None)
+    config = HateXplainConfig(
+        train=TextTrainConfig(embedding=embedding, epochs=epochs, hybrid_lr=hybrid_lr,
+                              batch_size=batch_size, switch_epoch=parse_switch(switch_epoch),
+                              device=device, threshold=threshold),
+        paradigms=tuple(paradigms), seeds=seeds, min_count=min_count, threads=threads,
+        lr=None if lr is None else parse_lr(lr))
+    results, meta = run_hatexplain(config, data_dir, out, resume,
+                                   progress=_Bar if progress else None, log=_echo)
     click.echo(summary_markdown(results, meta), nl=False)
     if out is not None:
-        click.echo(f"wrote results.json, config.json, summary.csv, summary.md, "
+        click.echo(f"wrote results.json, config.json, history.jsonl, summary.csv, summary.md, "
                    f"heatmap_<paradigm>_<split>.png, instances_*.npz and checkpoints/ to {out}")

@@ -34,6 +34,15 @@ COMMANDS = {
 class AttnDynGroup(click.Group):
     """A group that loads subcommands lazily and keeps errors to one line."""
 
+    def resolve_command(self, ctx, args):
+        """``train`` with ``--task`` runs train-seq, with ``--dataset hatexplain`` train-text."""
+        name, command, rest = super().resolve_command(ctx, args)
+        routed = route_train(rest) if name == "train" else None
+        if routed is not None:
+            name, rest = routed
+            command = self.get_command(ctx, name)
+        return name, command, rest
+
     def list_commands(self, ctx):
         return sorted(COMMANDS)
 
@@ -63,6 +72,40 @@ class AttnDynGroup(click.Group):
         except KeyboardInterrupt:
             _fail("interrupted; " + interrupt_note(), 130)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _option_value(args, option):
+    """The value given to ``option`` in ``args`` (``--x v`` or ``--x=v``), else None."""
+    for k, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg == option and k + 1 < len(args):
+            return args[k + 1]
+        if arg.startswith(option + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def route_train(args):
+    """(command, args) that ``attn-dyn train ARGS`` routes to, or None to stay in train.
+
+    ``--task translate|classify``: Snell's seq2seq / classifier (train-seq; a
+    ``--backend torch`` pair is dropped, train-seq is torch only);
+    ``--dataset hatexplain``: V&R's text FCAM (train-text).
+    """
+    if _option_value(args, "--task") is not None:
+        out, k = [], 0
+        while k < len(args):
+            if args[k] == "--backend" and k + 1 < len(args) and args[k + 1] == "torch":
+                k += 2
+                continue
+            if args[k] != "--backend=torch":
+                out.append(args[k])
+            k += 1
+        return "train-seq", out
+    if (_option_value(args, "--dataset") or "").lower() == "hatexplain":
+        return "train-text", list(args)
+    return None
 
 
 def _as_option(exc, command=None):

@@ -82,7 +82,7 @@ def _echo(line):
               "numpy: linear FCAM of the core on vector mosaics.")
 @click.option("--dataset", type=click.Choice(DATASETS), default=D.dataset, show_default=True,
               help="synthetic needs no files (images for torch, Gaussian vectors for "
-              "numpy); cifar10/cifar100 need --data-dir.")
+              "numpy); cifar10/cifar100 need --data-dir; hatexplain runs train-text.")
 @click.option("--data-dir", type=click.Path(), default=None,
               help="CIFAR folder: cifar-10-batches-py / cifar-100-python or its parent.")
 @click.option("--m", "m", type=int, default=D.m, show_default=True,
@@ -159,12 +159,21 @@ def train(ctx, paradigm, lr, switch_epoch, foreground, protocol, out, resume, pr
     With --out a checkpoint is written after every epoch; --resume continues an
     interrupted run (on the CPU it ends exactly where an uninterrupted one does).
 
+    Two routes run other commands with the same options as those commands:
+    --dataset hatexplain runs `attn-dyn train-text` (the HateXplain text FCAM,
+    Table 1 rows HateXplain-1/-2, with --embedding standard|self-attention),
+    and --task translate|classify runs `attn-dyn train-seq` (Snell et al.'s
+    LSTM models; --backend torch is dropped). See their --help.
+
     \b
     Examples:
       attn-dyn train --threads 1             # synthetic images, all paradigms
       attn-dyn train --backend numpy --dataset linear-orthogonal --m 10
       attn-dyn train --dataset cifar10 --data-dir DIR --m 5 --protocol paper
           --device cuda --out runs/c10_m5    # resume: the same line + --resume
+      attn-dyn train --backend torch --dataset hatexplain --data-dir DIR
+          --embedding standard --paradigm all --epochs 10 --seeds 3 --out runs/hx1
+      attn-dyn train --task translate --dataset multi30k --data-dir DIR --out runs/mt
     """
     config = ExperimentConfig(
         paradigms=parse_paradigms(paradigm), lr=None if lr is None else parse_lr(lr),

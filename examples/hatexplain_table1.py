@@ -96,18 +96,17 @@ if folder is None:
 tables, wall = {}, {}
 
 
-def show(record):
-    if record["event"] == "run":
-        print(f"{record['paradigm']:6s} seed {record['seed']}: test accuracy "
-              f"{100 * record['test_accuracy']:5.1f}%  SAIF {100 * record['test_saif']:5.1f}%  "
-              f"({record['seconds']:.0f} s)", flush=True)
+def show(line):
+    """Per-seed results and warnings; the per-epoch lines go to history.jsonl only."""
+    if " epoch " not in line:
+        print(line, flush=True)
 
 
 for embedding in ("standard", "self-attention"):
     config = HateXplainConfig(train=TextTrainConfig(embedding=embedding, epochs=EPOCHS),
                               seeds=SEEDS)
     start = time.perf_counter()
-    tables[embedding] = run_hatexplain(config, folder, OUT / embedding, callback=show)
+    tables[embedding] = run_hatexplain(config, folder, OUT / embedding, log=show)
     wall[embedding] = time.perf_counter() - start
     print(summary_markdown(*tables[embedding]))
 print("wall time: " + ", ".join(f"{e} {s:.0f} s" for e, s in wall.items())

@@ -1,24 +1,23 @@
-r"""HateXplain results beside V&R Table 1: aggregation over seeds, tables, output files.
+r"""HateXplain beside V&R Table 1: the paper's rows, the 3-class note, rationale counts.
 
 Vashisht & Ramaswamy (2023), Table 1, rows HateXplain-1 (standard embedding)
 and HateXplain-2 (self-attention embedding). The paper's rows are for the
 original 3-class task (hate speech / offensive / normal); the shared data and
 our default runs are binary (toxic / non-toxic), so the columns sit side by
-side as a reference, not as a like-for-like comparison (the tables say so).
+side as a reference, not as a like-for-like comparison (the table says so).
 
-The output folder matches the CIFAR runs of ``attn-dyn train``:
-``results.json`` (``results[paradigm]["train"|"test"]["accuracy"|"saif"]``,
-fractions, mean over seeds, with ``_std`` and ``per_seed``), ``config.json``,
-``summary.csv``, ``summary.md``, ``heatmap_<paradigm>_<split>.png`` and
-``instances_<paradigm>_seed<k>.npz`` (per-post :math:`a_{z^*}`, :math:`s_y`).
+Aggregation over seeds and the result files are those of every FCAM run
+(:mod:`.train_report`): ``results.json``
+(``results[paradigm]["train"|"test"]["accuracy"|"saif"]``, fractions, mean
+over seeds, with ``_std`` and ``per_seed``), ``config.json``,
+``history.jsonl``, ``summary.csv``, ``summary.md`` (:func:`summary_markdown`
+here), heat maps and ``instances_<paradigm>_seed<k>.npz`` (per-post
+:math:`a_{z^*}`, :math:`s_y`, ``has_rationale``). This module adds only what
+is HateXplain's: the paper's rows and the posts with and without a rationale.
 """
 
-import os
-
-import numpy as np
-
-from .io import atomic_open, write_csv, write_json, write_text
-from .saif import COUNT_KEYS, plot_heatmap
+from . import train_report
+from .train_report import mean_std
 
 #: V&R Table 1 (test set, %): embedding -> row name, SAIF and accuracy per paradigm.
 PAPER_ROWS = {
@@ -31,28 +30,24 @@ PAPER_ROWS = {
 }
 SUMMARY_HEADER = ["paradigm", "train accuracy (%)", "train SAIF (%)", "test accuracy (%)",
                   "test SAIF (%)", "paper accuracy (%)", "paper SAIF (%)", "seconds / seed"]
-
-
-def mean_std(values):
-    """Mean and sample standard deviation over seeds (std 0 for one seed)."""
-    v = np.asarray(values, dtype=float)
-    return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0
+POST_COUNTS = ("n", "n_posts", "n_without_rationale")
 
 
 def aggregate(runs):
-    """results.json entry of one paradigm from its per-seed runs (each with ``seconds``)."""
-    entry = {}
+    """:func:`.train_report.aggregate` plus the post counts (the same for every seed):
+    ``n`` posts with a rationale (in SAIF), ``n_posts``, ``n_without_rationale``."""
+    entry = train_report.aggregate(runs)
     for split in ("train", "test"):
-        per_seed = [dict(r[split], seed=r["seed"], seconds=r["seconds"]) for r in runs]
-        agg = {k: per_seed[0][k] for k in ("n", "n_posts", "n_without_rationale")}
-        for key in ("accuracy", "saif") + COUNT_KEYS:
-            agg[key], agg[key + "_std"] = mean_std([s[key] for s in per_seed])
-        agg["heatmap"] = np.mean([s["heatmap"] for s in per_seed], axis=0).tolist()
-        agg["per_seed"] = per_seed
-        entry[split] = agg
+        entry[split].update({k: runs[0][split][k] for k in POST_COUNTS})
     entry["seconds"] = mean_std([r["seconds"] for r in runs])[0]
-    entry["history"] = [{"seed": r["seed"], "epochs": r["history"]} for r in runs]
     return entry
+
+
+def seed_line(r):
+    """One line for a finished (paradigm, seed)."""
+    return f"{r['paradigm']} seed {r['seed']}: " + ", ".join(
+        f"{s} accuracy {100 * r[s]['accuracy']:.1f}% SAIF {100 * r[s]['saif']:.1f}%"
+        for s in ("train", "test")) + f" ({r['seconds']:.1f} s training)"
 
 
 def _pct(entry, key):
@@ -85,31 +80,3 @@ def summary_markdown(results, meta):
     lines += ["| " + " | ".join(str(c) for c in row) + " |"
               for row in summary_rows(results, embedding)]
     return "\n".join(lines) + "\n"
-
-
-def write_outputs(out, results, runs, meta):
-    """Write the results folder (see the module doc); every file atomically."""
-    write_json(os.path.join(out, "results.json"), results)
-    write_json(os.path.join(out, "config.json"), meta)
-    keys = [f"{split}_{k}{s}" for split in ("train", "test") for k in ("accuracy", "saif")
-            for s in ("_mean", "_std")]
-    rows = [[p] + [e[split][k + s] for split in ("train", "test") for k in ("accuracy", "saif")
-                   for s in ("", "_std")]
-            + [PAPER_ROWS[meta["embedding"]][k][p] / 100 for k in ("accuracy", "saif")]
-            for p, e in results.items()]
-    write_csv(os.path.join(out, "summary.csv"),
-              ["paradigm"] + keys + ["paper_test_accuracy_3class", "paper_test_saif_3class"],
-              rows)
-    write_text(os.path.join(out, "summary.md"), summary_markdown(results, meta))
-    for p, entry in results.items():
-        for split in ("train", "test"):
-            plot_heatmap(entry[split]["heatmap"],
-                         f"{p.upper()} {split}, HateXplain {meta['embedding']} "
-                         f"(mean of {len(meta['seeds'])} seed(s))",
-                         os.path.join(out, f"heatmap_{p}_{split}.png"))
-        for r in runs[p]:
-            with atomic_open(os.path.join(out, f"instances_{p}_seed{r['seed']}.npz"),
-                             "wb") as f:
-                np.savez(f, **{f"{split}_{k}": r["instances"][split][k]
-                               for split in ("train", "test")
-                               for k in ("a_z", "s_y", "has_rationale")})

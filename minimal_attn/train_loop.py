@@ -109,7 +109,8 @@ def affecting(config, table):
     hybrid's switch and HA rate, and a single-paradigm run may be extended
     with more epochs (the hybrid's default switch depends on them).
     """
-    keep = ("paradigm", "seed", "batch_size", "momentum", "dataset", "n_classes", "width")
+    keep = ("paradigm", "seed", "batch_size", "momentum", "dataset", "n_classes", "width",
+            "embedding")                 # embedding: the text FCAM's (TextTrainConfig)
     out = {k: v for k, v in asdict(config).items() if k in keep}
     out["lr"] = config.rates(table)
     if config.paradigm == "hybrid":

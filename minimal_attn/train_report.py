@@ -107,33 +107,42 @@ class HistoryLog:
                             f.write(json.dumps(record) + "\n")
 
 
-def write_results(out, results, runs, meta):
-    """Write the result set into ``out``; ``results.json`` goes last (the completion mark)."""
+def write_results(out, results, runs, meta, summary=None, title=None):
+    """Write the result set into ``out``; ``results.json`` goes last (the completion mark).
+
+    ``summary``: the text of ``summary.md`` (default: :func:`summary_markdown`);
+    ``title``: the heat maps' data set label (default: ``m=<m>``). The
+    ``instances_*.npz`` hold every per-instance array a run returns.
+    """
     from .saif import plot_heatmap
 
-    m, dataset = meta["m"], meta["dataset"]
+    m, dataset = meta.get("m"), meta["dataset"]
     ensure_dir(out)
     final = os.path.join(out, "results.json")
     if os.path.exists(final):
         os.unlink(final)                 # a reader never pairs old results with new files
     write_json(os.path.join(out, "config.json"), meta)
-    header = ["paradigm", "m"] + [f"{split}_{k}{s}" for split in ("train", "test")
-                                  for k in ("accuracy", "saif") for s in ("_mean", "_std")]
-    rows = [[p, m] + [e[split][k + s] for split in ("train", "test")
-                      for k in ("accuracy", "saif") for s in ("", "_std")]
+    by_m = [] if m is None else [m]          # text FCAMs have no fixed m
+    header = ["paradigm"] + ["m"] * len(by_m) + [
+        f"{split}_{k}{s}" for split in ("train", "test") for k in ("accuracy", "saif")
+        for s in ("_mean", "_std")]
+    rows = [[p] + by_m + [e[split][k + s] for split in ("train", "test")
+                          for k in ("accuracy", "saif") for s in ("", "_std")]
             for p, e in results.items()]
     write_csv(os.path.join(out, "summary.csv"), header, rows)
-    write_text(os.path.join(out, "summary.md"), summary_markdown(results, m, dataset))
+    write_text(os.path.join(out, "summary.md"),
+               summary if summary is not None else summary_markdown(results, m, dataset))
+    title = title or f"m={m}"
     n_seeds = len(meta["seeds"])
     for p, entry in results.items():
         for split in ("train", "test"):
             plot_heatmap(entry[split]["heatmap"],
-                         f"{p.upper()} {split}, m={m} (mean of {n_seeds} seed(s))",
+                         f"{p.upper()} {split}, {title} (mean of {n_seeds} seed(s))",
                          os.path.join(out, f"heatmap_{p}_{split}.png"))
         for r in runs[p]:
             with atomic_open(os.path.join(out, f"instances_{p}_seed{r['seed']}.npz"),
                              "wb") as f:
-                np.savez(f, **{f"{split}_{k}": r["instances"][split][k]
-                               for split in ("train", "test") for k in ("a_z", "s_y")})
+                np.savez(f, **{f"{split}_{k}": v for split in ("train", "test")
+                               for k, v in r["instances"][split].items()})
     HistoryLog(out).rewrite(runs)
     write_json(final, results)

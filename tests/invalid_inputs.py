@@ -15,9 +15,12 @@ NUL bytes, ``{ctrl}`` control characters only, ``{latin1}`` non-UTF-8 text,
 ``{empty}`` an empty file, ``{afile}`` an ordinary file, ``{cifar10}`` the shared
 CIFAR-10 folder (cases skipped when absent), ``{ckpt_random}`` / ``{ckpt_cut}`` /
 ``{ckpt_torch}`` run folders holding a checkpoint of random bytes, a truncated
-zip, and a torch checkpoint of another format.
+zip, and a torch checkpoint of another format; ``{hx_ok}`` / ``{hx_ratlen}`` /
+``{hx_label}`` HateXplain folders: valid, one post whose rationale is shorter
+than its tokens, one post with an unknown label.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -39,6 +42,8 @@ def _c(id_, *args, needs="", train=False):
     return Case(id_, tuple(args), needs, train)
 
 
+HX_TRAIN = ("train", "--backend", "torch", "--dataset", "hatexplain", "--device", "cpu",
+            "--no-progress", "--data-dir")
 SMALL_FF = ("--m", "4", "--classes", "3", "--epochs", "5", "--lr", "0.1")
 PROXY = ("proxy", "--src", "{src}", "--tgt", "{tgt}", "--epochs", "1", "--min-count", "1")
 IBM1 = ("ibm1", "--src", "{src}", "--tgt", "{tgt}")
@@ -177,6 +182,28 @@ CASES = [
        "--out", "{out}", train=True),
     _c("train-device-cuda", "train", "--device", "cuda", *TRAIN_SMALL, "--out", "{out}",
        needs="torch,no-gpu", train=True),
+    # ---- train --dataset hatexplain (routed to train-text, issue 13) and --task (train-seq)
+    _c("hx-rationale-length", *HX_TRAIN, "{hx_ratlen}", "--out", "{out}", needs="torch"),
+    _c("hx-unknown-label", *HX_TRAIN, "{hx_label}", "--out", "{out}", needs="torch"),
+    _c("hx-text-unknown-label", "train-text", "--data-dir", "{hx_label}", "--out", "{out}",
+       needs="torch"),
+    _c("hx-missing-dir", *HX_TRAIN, "{tmp}/nope", "--out", "{out}", needs="torch"),
+    _c("hx-embedding-unknown", *HX_TRAIN, "{hx_ok}", "--embedding", "lstm", "--out", "{out}"),
+    _c("hx-epochs-0", *HX_TRAIN, "{hx_ok}", "--epochs", "0", "--out", "{out}", needs="torch"),
+    _c("hx-lr-unknown-paradigm", *HX_TRAIN, "{hx_ok}", "--lr", "bogus=0.1", "--out", "{out}",
+       needs="torch"),
+    _c("hx-lr-negative", *HX_TRAIN, "{hx_ok}", "--lr", "sa=-1", "--out", "{out}",
+       needs="torch"),
+    _c("hx-switch-epoch-past-end", *HX_TRAIN, "{hx_ok}", "--epochs", "2", "--switch-epoch",
+       "5", "--out", "{out}", needs="torch"),
+    _c("hx-switch-epoch-words", *HX_TRAIN, "{hx_ok}", "--switch-epoch", "soon", "--out",
+       "{out}", needs="torch"),
+    _c("hx-resume-without-out", *HX_TRAIN, "{hx_ok}", "--resume", needs="torch"),
+    _c("hx-out-sys", *HX_TRAIN, "{hx_ok}", "--out", "/sys/kernel", needs="torch"),
+    _c("hx-resume-random-bytes", *HX_TRAIN, "{hx_ok}", "--paradigm", "ha", "--epochs", "1",
+       "--min-count", "1", "--resume", "--out", "{ckpt_random}", needs="torch"),
+    _c("seq-route-missing-dir", "train", "--task", "classify", "--backend", "torch",
+       "--dataset", "tsv", "--data-dir", "{tmp}/nope", "--out", "{out}", needs="torch"),
 ]
 
 SRC_LINES = [f"the {a} {b} is {c} ." for a in ("small", "big", "red", "old")
@@ -203,7 +230,19 @@ def prepare(tmp):
         (tmp / name / "checkpoints" / "ha_seed0.ckpt").write_bytes(payload)
         subs[name] = str(tmp / name)
     subs["ckpt_torch"] = str(tmp / "ckpt_torch")
+    for name, bad in (("hx_ok", {}), ("hx_ratlen", {"rationale": [1]}),
+                      ("hx_label", {"label": "spam"})):
+        (tmp / name).mkdir()
+        (tmp / name / "hatexplain_binary.jsonl").write_text("".join(
+            json.dumps(dict(row, **(bad if k == 3 else {}))) + "\n"
+            for k, row in enumerate(HX_ROWS)))
+        subs[name] = str(tmp / name)
     return subs
+
+
+HX_ROWS = [{"post_id": f"p{k}", "tokens": ["you", "are", "bad" if k % 2 else "nice"],
+            "rationale": [0, 0, k % 2], "label": "toxic" if k % 2 else "non-toxic",
+            "orig_split": "train" if k < 6 else "test"} for k in range(8)]
 
 
 def prepare_torch_checkpoint(subs):

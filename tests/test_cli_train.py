@@ -306,3 +306,46 @@ def test_ctrl_c_exits_130_with_how_to_resume(tmp_path, monkeypatch):
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert r.exit_code == 130 and len(lines) == 1 and lines[0].startswith("Error: interrupted")
     assert f"{out}/checkpoints" in r.stderr and "--resume" in r.stderr
+
+
+# ---- routes: train --dataset hatexplain -> train-text, train --task -> train-seq
+# (the HateXplain route's runs are in tests/test_hatexplain_train.py)
+
+def test_route_train_picks_the_command_and_drops_backend_for_train_seq():
+    from minimal_attn.cli.main import route_train
+
+    assert route_train(["--dataset", "cifar10", "--m", "5"]) is None
+    assert route_train(["--backend", "torch", "--dataset=HateXplain", "--seeds", "2"]) == (
+        "train-text", ["--backend", "torch", "--dataset=HateXplain", "--seeds", "2"])
+    assert route_train(["--backend", "torch", "--task", "classify", "--dataset",
+                        "hatexplain"]) == ("train-seq", ["--task", "classify", "--dataset",
+                                                         "hatexplain"])
+    assert route_train(["--task=translate", "--backend=torch", "--steps", "3"]) == (
+        "train-seq", ["--task=translate", "--steps", "3"])
+    assert route_train(["--out", "--task"]) is None        # a folder named --task
+
+
+def test_train_help_names_both_routes():
+    r = run("train", "--help")
+    assert r.exit_code == 0
+    assert "--dataset hatexplain runs `attn-dyn train-text`" in " ".join(r.output.split())
+    assert "--task translate|classify runs `attn-dyn train-seq`" in " ".join(r.output.split())
+
+
+@pytest.mark.parametrize("args,usage", [
+    (["--task", "translate", "--backend", "torch"], " train-seq [OPTIONS]"),
+    (["--backend", "torch", "--dataset", "hatexplain"], " train-text [OPTIONS]"),
+])
+def test_routed_help_is_the_target_commands(args, usage):
+    r = run("train", *args, "--help")
+    assert r.exit_code == 0 and usage in r.output.splitlines()[0]
+
+
+def test_train_task_route_reaches_train_seq_and_its_errors(tmp_path):
+    out = tmp_path / "out"
+    r = run("train", "--task", "classify", "--backend", "torch", "--dataset", "tsv",
+            "--data-dir", str(tmp_path / "missing"), "--out", str(out))
+    assert r.exit_code == 2, r.output
+    assert r.stderr.startswith("Error:") and len(r.stderr.strip().splitlines()) == 1
+    assert "--data-dir" in r.stderr and "--task" not in r.stderr
+    assert not out.exists()

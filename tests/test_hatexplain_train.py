@@ -1,6 +1,7 @@
 """Training the HateXplain text FCAM: learning, exact resume, the CLI and its bad inputs."""
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -13,8 +14,10 @@ torch = pytest.importorskip("torch")
 from minimal_attn.backends.text_fcam_train import (  # noqa: E402
     HATEXPLAIN_LR,
     HYBRID_HA_LR,
+    HateXplainConfig,
     TextTrainConfig,
     train_text_run,
+    uniform_focus,
 )
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
@@ -59,6 +62,22 @@ def test_paper_learning_rates_and_hybrid_schedule():
     assert TextTrainConfig(paradigm="lv").learning_rate(0) == 0.3
 
 
+def test_per_paradigm_learning_rates():
+    config = HateXplainConfig(lr={"sa": 0.05, "all": 0.2}, train=TextTrainConfig(hybrid_lr=None))
+    assert config.run_config("hybrid", 0).rates() == {"sa": 0.05, "ha": 0.01}
+    assert config.run_config("lv", 1).rates() == {"lv": 0.2}
+    assert config.run_config("sa", 0).rates() == {"sa": 0.05}
+    assert HateXplainConfig().run_config("ha", 0).rates() == {"ha": 0.1}
+
+
+def test_uniform_focus_is_the_mean_rationale_share():
+    # posts of 4 and 2 tokens with 1 and 2 rationale tokens; the third has none
+    rationale = np.array([[1, 0, 0, 0], [1, 1, 0, 0], [0, 0, 0, 0]], dtype=bool)
+    mask = np.array([[1, 1, 1, 1], [1, 1, 0, 0], [1, 0, 0, 0]], dtype=bool)
+    assert uniform_focus(SimpleNamespace(rationale=rationale, mask=mask)) == \
+        pytest.approx((1 / 4 + 2 / 2) / 2)
+
+
 def test_short_run_on_the_shared_data_beats_the_majority_class(shared_data, tmp_path):
     lines = (shared_data / "hatexplain" / "hatexplain_binary.jsonl").read_text().splitlines()
     rows = [json.loads(line) for line in lines]
@@ -73,28 +92,36 @@ def test_short_run_on_the_shared_data_beats_the_majority_class(shared_data, tmp_
     assert result["test"]["accuracy"] > majority + 0.03
     # the focus moves onto the rationale: mean a_z* grows over training
     history = result["history"]
-    assert history[-1]["train_mean_a_z"] > history[0]["train_mean_a_z"] + 0.02
+    assert history[-1]["mean_a_z"] > history[0]["mean_a_z"] + 0.02
     assert result["test"]["n"] == int(np.sum(enc["test"].y == 1))        # toxic posts only
 
 
-def _interrupt_after_first_epoch(epoch, record):
-    if epoch == 0:
-        raise KeyboardInterrupt("killed after one epoch")
+def _interrupt_after_second_epoch(epoch, record):
+    if epoch == 1:
+        raise KeyboardInterrupt("killed after two epochs")
+
+
+def _timeless(history):
+    return [{k: v for k, v in h.items() if k != "seconds"} for h in history]
 
 
 @pytest.mark.parametrize("embedding", ["standard", "self-attention"])
 def test_resume_equals_an_uninterrupted_run(toy_dir, tmp_path, embedding):
+    """Killed after epoch 2 with a broken checkpoint: resume falls back to .ckpt.prev
+    (epoch 1) and still ends exactly where the uninterrupted run does."""
     vocab_size, enc = _encoded(toy_dir)
     config = TextTrainConfig(paradigm="hybrid", embedding=embedding, epochs=3, switch_epoch=1,
                              batch_size=32, device="cpu", seed=1)
     whole = train_text_run(config, enc["train"], enc["test"], vocab_size, tmp_path / "a")
     with pytest.raises(KeyboardInterrupt):
         train_text_run(config, enc["train"], enc["test"], vocab_size, tmp_path / "b",
-                       callback=_interrupt_after_first_epoch)
+                       callback=_interrupt_after_second_epoch)
+    (tmp_path / "b" / "checkpoints" / "hybrid_seed1.ckpt").write_bytes(b"cut")
+    lines = []
     resumed = train_text_run(config, enc["train"], enc["test"], vocab_size, tmp_path / "b",
-                             resume=True)
-    assert resumed["resumed_from_epoch"] == 1
-    assert resumed["history"] == whole["history"]
+                             resume=True, log=lines.append)
+    assert resumed["resumed_from_epoch"] == 1 and "unreadable" in lines[0]
+    assert _timeless(resumed["history"]) == _timeless(whole["history"])
     assert [h["phase"] for h in whole["history"]] == ["sa", "ha", "ha"]
     for split in ("train", "test"):
         assert resumed[split] == whole[split]
@@ -104,16 +131,17 @@ def test_resume_equals_an_uninterrupted_run(toy_dir, tmp_path, embedding):
         assert torch.equal(b["model"][key], value), key
 
 
-def run(*args):
-    return CliRunner().invoke(cli, ["train-text"] + [str(a) for a in args])
+def run(*args, command="train-text"):
+    return CliRunner().invoke(cli, [command] + [str(a) for a in args])
 
 
 def test_cli_writes_the_cifar_results_layout(toy_dir, tmp_path):
+    """Issue 13's interface: ``attn-dyn train --dataset hatexplain`` routes to train-text."""
     out = tmp_path / "out"
     r = run("--backend", "torch", "--dataset", "hatexplain", "--data-dir", toy_dir,
             "--embedding", "standard", "--paradigm", "all", "--epochs", 2, "--seeds", 2,
             "--batch-size", 32, "--min-count", 1, "--device", "cpu", "--threads", 1,
-            "--out", out, "--no-progress")
+            "--out", out, "--no-progress", command="train")
     assert r.exit_code == 0, r.output
     results = json.loads((out / "results.json").read_text())
     assert list(results) == list(PARADIGMS)
@@ -128,7 +156,14 @@ def test_cli_writes_the_cifar_results_layout(toy_dir, tmp_path):
             assert (out / f"heatmap_{p}_{split}.png").stat().st_size > 1000
         assert (out / "checkpoints" / f"{p}_seed1.ckpt").exists()
     config = json.loads((out / "config.json").read_text())
-    assert config["lr"] == {"sa": [0.1], "ha": [0.1], "lv": [0.3], "hybrid": [0.01, 0.1]}
+    assert config["lr"] == {"sa": 0.1, "ha": 0.1, "lv": 0.3, "hybrid": {"sa": 0.1, "ha": 0.01}}
+    assert config["hybrid_switch_epochs"] == {"0": 1, "1": 1}
+    history = [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines()]
+    assert len(history) == 4 * 2 * 2            # paradigms x seeds x epochs
+    assert {(h["paradigm"], h["seed"], h["epoch"]) for h in history} == {
+        (p, s, e) for p in PARADIGMS for s in (0, 1) for e in (1, 2)}
+    assert [h["phase"] for h in history if h["paradigm"] == "hybrid"] == ["sa", "ha"] * 2
+    assert r.stdout.count(" epoch ") >= 16       # one line per epoch
     md = (out / "summary.md").read_text()
     assert "HateXplain-1" in md and "3-class" in md and "| hybrid |" in md
     assert md in r.stdout
@@ -138,7 +173,12 @@ def test_cli_writes_the_cifar_results_layout(toy_dir, tmp_path):
     assert r2.exit_code == 0, r2.output
     again = json.loads((out / "results.json").read_text())
     for p in PARADIGMS:
-        assert again[p]["test"]["per_seed"][1]["saif"] == results[p]["test"]["per_seed"][1]["saif"]
+        for key in ("saif", "seconds"):              # training seconds survive a resume
+            assert again[p]["test"]["per_seed"][1][key] == results[p]["test"]["per_seed"][1][key]
+    rows = (out / "summary.csv").read_text().splitlines()
+    assert rows[0].startswith("paradigm,train_accuracy_mean,")     # no m column for text
+    assert [row.split(",")[0] for row in rows[1:]] == list(PARADIGMS)
+    assert float(rows[1].split(",")[1]) == pytest.approx(results["sa"]["train"]["accuracy"])
     r3 = run("--data-dir", toy_dir, "--epochs", 2, "--seeds", 2, "--batch-size", 32,
              "--min-count", 1, "--device", "cpu", "--out", out, "--resume", "--lr", 0.05)
     assert r3.exit_code == 2 and "different settings" in r3.stderr
@@ -152,15 +192,18 @@ def _bad_dir(tmp_path, row):
     return folder
 
 
+@pytest.mark.parametrize("command", ["train-text", "train"])
 @pytest.mark.parametrize("row,message", [
     ({"post_id": "x", "tokens": ["a", "b", "c"], "label": "toxic", "rationale": [0, 1],
       "orig_split": "train"}, "rationale has 2 entries but the post has 3 tokens"),
     ({"post_id": "x", "tokens": ["a"], "label": "spam", "rationale": [0],
       "orig_split": "train"}, "unknown label 'spam'"),
 ])
-def test_cli_bad_jsonl_exits_2_with_one_line_and_writes_nothing(tmp_path, row, message):
+def test_cli_bad_jsonl_exits_2_with_one_line_and_writes_nothing(tmp_path, row, message,
+                                                                command):
     out = tmp_path / "out"
-    r = run("--data-dir", _bad_dir(tmp_path, row), "--out", out, "--device", "cpu")
+    r = run("--backend", "torch", "--dataset", "hatexplain", "--data-dir",
+            _bad_dir(tmp_path, row), "--out", out, "--device", "cpu", command=command)
     assert r.exit_code == 2
     assert r.stderr.startswith("Error:") and len(r.stderr.strip().splitlines()) == 1
     assert message in r.stderr and "line 6" in r.stderr
