@@ -10,8 +10,7 @@ torch is imported only when the command runs.
 
 import click
 
-from minimal_attn.cli.options import parse_paradigms
-from minimal_attn.cli.train_cmd import _Bar, _echo, parse_lr, parse_switch
+from minimal_attn.cli.options import EpochBar, echo_line, parse_lr, parse_paradigms, parse_switch
 from minimal_attn.errors import InputError
 
 
@@ -94,7 +93,7 @@ def train_text(backend, dataset, data_dir, embedding, paradigm, epochs, seeds, o
         paradigms=tuple(paradigms), seeds=seeds, min_count=min_count, threads=threads,
         lr=None if lr is None else parse_lr(lr))
     results, meta = run_hatexplain(config, data_dir, out, resume,
-                                   progress=_Bar if progress else None, log=_echo)
+                                   progress=EpochBar if progress else None, log=echo_line)
     click.echo(summary_markdown(results, meta), nl=False)
     if out is not None:
         click.echo(f"wrote results.json, config.json, history.jsonl, summary.csv, summary.md, "

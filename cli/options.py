@@ -86,3 +86,54 @@ def parse_float_list(text, name):
     if not values:
         raise InputError(f"{name} is empty: give at least one number, e.g. 0.1,0.5")
     return values
+
+
+def parse_lr(text):
+    """``0.02`` (every paradigm) or ``sa=0.05,ha=0.01`` (per paradigm) -> dict."""
+    out = {}
+    for part in (p.strip() for p in str(text).split(",") if p.strip()):
+        key, _, value = part.rpartition("=")
+        try:
+            out[key.strip().lower() or "all"] = float(value)
+        except ValueError:
+            raise InputError(f"--lr {text!r}: give a number or paradigm=number pairs, "
+                             "e.g. sa=0.05,ha=0.01") from None
+    if not out:
+        raise InputError("--lr is empty: give a number or e.g. sa=0.05,ha=0.01")
+    return out
+
+
+def parse_switch(text):
+    """``--switch-epoch``: None (default), ``"auto"`` or an epoch number."""
+    if text is None or str(text).strip().lower() == "auto":
+        return None if text is None else "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise InputError(f"--switch-epoch must be an integer or auto, got {text!r}") from None
+
+
+class EpochBar:
+    """A click progress bar per epoch (stderr) showing the running loss."""
+
+    def __init__(self, length, label):
+        self.text = None
+        self.bar = click.progressbar(length=length, label=label, file=sys.stderr,
+                                     item_show_func=lambda text: text)
+
+    def __enter__(self):
+        self.bar.__enter__()
+        return self
+
+    def update(self, loss=None):
+        if loss is not None:
+            self.text = f"loss {loss:.4f}"
+        self.bar.update(1, self.text)
+
+    def __exit__(self, *exc):
+        return self.bar.__exit__(*exc)
+
+
+def echo_line(line):
+    """Progress lines on stdout; warnings on stderr."""
+    click.echo(line, err=line.startswith("warning:"))

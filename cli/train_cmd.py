@@ -6,7 +6,6 @@ calls :func:`~minimal_attn.backends.fcam_experiment.run_experiment` and prints.
 torch is imported only for ``--backend torch``.
 """
 
-import sys
 
 import click
 from click.core import ParameterSource
@@ -18,62 +17,18 @@ from minimal_attn.backends.fcam_experiment import (
     resume_note,
     run_experiment,
 )
-from minimal_attn.cli.options import on_interrupt, parse_paradigms
-from minimal_attn.errors import InputError
+from minimal_attn.cli.options import (
+    EpochBar,
+    echo_line,
+    on_interrupt,
+    parse_lr,
+    parse_paradigms,
+    parse_switch,
+)
 from minimal_attn.train_report import summary_markdown
 
 D = ExperimentConfig()          # the defaults live in the dataclass, not here
 DATASETS = ("synthetic", "linear-orthogonal", "cifar10", "cifar100")
-
-
-def parse_lr(text):
-    """``0.02`` (every paradigm) or ``sa=0.05,ha=0.01`` (per paradigm) -> dict."""
-    out = {}
-    for part in (p.strip() for p in str(text).split(",") if p.strip()):
-        key, _, value = part.rpartition("=")
-        try:
-            out[key.strip().lower() or "all"] = float(value)
-        except ValueError:
-            raise InputError(f"--lr {text!r}: give a number or paradigm=number pairs, "
-                             "e.g. sa=0.05,ha=0.01") from None
-    if not out:
-        raise InputError("--lr is empty: give a number or e.g. sa=0.05,ha=0.01")
-    return out
-
-
-def parse_switch(text):
-    if text is None or str(text).strip().lower() == "auto":
-        return None if text is None else "auto"
-    try:
-        return int(text)
-    except ValueError:
-        raise InputError(f"--switch-epoch must be an integer or auto, got {text!r}") from None
-
-
-class _Bar:
-    """A click progress bar per epoch (stderr) showing the running loss."""
-
-    def __init__(self, length, label):
-        self.text = None
-        self.bar = click.progressbar(length=length, label=label, file=sys.stderr,
-                                     item_show_func=lambda text: text)
-
-    def __enter__(self):
-        self.bar.__enter__()
-        return self
-
-    def update(self, loss=None):
-        if loss is not None:
-            self.text = f"loss {loss:.4f}"
-        self.bar.update(1, self.text)
-
-    def __exit__(self, *exc):
-        return self.bar.__exit__(*exc)
-
-
-def _echo(line):
-    """Progress lines on stdout; warnings on stderr."""
-    click.echo(line, err=line.startswith("warning:"))
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -187,8 +142,8 @@ def train(ctx, paradigm, lr, switch_epoch, foreground, protocol, out, resume, pr
     config = apply_protocol(config, protocol, explicit)
     on_interrupt(resume_note(out))          # the group's line after Ctrl-C
     results, meta = run_experiment(config, out=out, resume=resume,
-                                   progress=_Bar if progress else None,
-                                   log=_echo)
+                                   progress=EpochBar if progress else None,
+                                   log=echo_line)
     click.echo(f"{config.dataset}, m={config.m}, {config.seeds} seed(s), {config.epochs} "
                f"epochs, {config.backend} on {meta['device']}: mean ± std over seeds, in %")
     click.echo(summary_markdown(results, config.m, config.dataset), nl=False)
