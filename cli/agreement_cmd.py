@@ -32,8 +32,8 @@ def agreement(task, dataset, data_dir, out, steps, hidden, emb, out_hidden, batc
 
     \b
     Examples:
-      attn-dyn agreement --dataset sst2 --data-dir data/sst2 --out runs/sst2
-      attn-dyn agreement --dataset multi30k --data-dir data/multi30k --out runs/m30k \\
+      attn-dyn agreement --dataset sst2 --data-dir DIR --out runs/sst2
+      attn-dyn agreement --dataset multi30k --data-dir DIR --out runs/m30k \\
           --steps 2000 --hidden 128 --max-train 5000 --device cuda
     """
     from minimal_attn.backends.torch_agreement import AgreementConfig, run_agreement

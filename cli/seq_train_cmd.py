@@ -25,7 +25,7 @@ def train_seq(task, dataset, data_dir, out, steps, hidden, emb, out_hidden, batc
 
     \b
     Example:
-      attn-dyn train-seq --dataset sst2 --data-dir data/sst2 --attention uniform \\
+      attn-dyn train-seq --dataset sst2 --data-dir DIR --attention uniform \\
           --out runs/sst2_uniform --steps 1000 --hidden 64
     """
     from minimal_attn.backends.torch_agreement import AgreementConfig, train_one
