@@ -124,12 +124,7 @@ def run_experiment(c, out=None, resume=False, progress=None, log=None, on_epoch=
         foreground=c.foreground, seed=c.data_seed)
     c = replace(c, n_classes=n_classes, device=device)
     history = HistoryLog(out)
-
-    def epoch_done(epoch, record):
-        history.append(record)
-        log(_format_epoch(record))
-        if on_epoch is not None:
-            on_epoch(record)
+    epoch_done = history.epoch_callback(log, _format_epoch, on_epoch)
 
     runs = {}
     try:

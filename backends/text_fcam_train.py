@@ -293,12 +293,7 @@ def run_hatexplain(config, data_dir, out_dir=None, resume=False, progress=None, 
     config = replace(config, train=replace(config.train, device=device,
                                            n_classes=len(hatexplain.CLASSES[data.layout])))
     history = HistoryLog(out_dir)
-
-    def epoch_done(epoch, record):
-        history.append(record)
-        log(_format_epoch(record))
-        if on_epoch is not None:
-            on_epoch(record)
+    epoch_done = history.epoch_callback(log, _format_epoch, on_epoch)
 
     runs = {}
     for p in paradigms:

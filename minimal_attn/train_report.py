@@ -97,6 +97,15 @@ class HistoryLog:
                 f.write(json.dumps(record) + "\n")
                 f.flush()
 
+    def epoch_callback(self, log, format_record, on_epoch=None):
+        """``callback(epoch, record)`` for the training loop: append, print one line, notify."""
+        def done(epoch, record):
+            self.append(record)
+            log(format_record(record))
+            if on_epoch is not None:
+                on_epoch(record)
+        return done
+
     def rewrite(self, runs):
         """The complete file, atomically, in (paradigm, seed, epoch) order."""
         if self.path is not None:
