@@ -40,20 +40,6 @@ from minimal_attn.train_report import HistoryLog, aggregate, write_results
 TORCH_PIN = "pip install torch==2.13.0, then pip install \".[torch]\""
 
 
-def _check_image_counts(c):
-    """Refuse more mosaics than the CIFAR split has images (mosaics reuse images)."""
-    from minimal_attn import cifar
-
-    splits = (cifar.load_cifar10 if c.dataset == "cifar10" else cifar.load_cifar100)(
-        c.data_dir)
-    for name, n, have in (("n_train", c.n_train, len(splits.y_train)),
-                          ("n_test", c.n_test, len(splits.y_test))):
-        if n > have:
-            raise InputError(f"{name}={n} mosaics but the {name[2:]} split of {c.data_dir} "
-                             f"has only {have} images; lower {name} to at most {have}",
-                             param=name)
-
-
 def run_config(c, paradigm, seed):
     """The :class:`TrainConfig` of one run: this paradigm's learning rates and switch."""
     lr = c.lr or {}
@@ -113,8 +99,6 @@ def run_experiment(c, out=None, resume=False, progress=None, log=None, on_epoch=
     run_one, momentum, device = _trainer(c)
     check_memory(estimate_bytes(c), f"{c.n_train + c.n_test} mosaics of m={c.m}",
                  "n_train, n_test or m")
-    if c.dataset in ("cifar10", "cifar100"):
-        _check_image_counts(c)
     from minimal_attn.datasets import load_mosaic_splits
 
     source = "synthetic-vectors" if (c.backend, c.dataset) == ("numpy", "synthetic") \

@@ -101,6 +101,13 @@ def load_mosaic_splits(dataset, m, n_train, n_test, data_dir=None, n_classes=3,
                             "cifar-100-python"))
     splits = cifar.load_cifar10(data_dir) if dataset == "cifar10" else \
         cifar.load_cifar100(data_dir)
+    # mosaics reuse images, but never more mosaics than the split has images
+    for name, n, have in (("n_train", n_train, len(splits.y_train)),
+                          ("n_test", n_test, len(splits.y_test))):
+        if n > have:
+            raise InputError(f"{name}={n} mosaics but the {name[2:]} split of {data_dir} "
+                             f"has only {have} images; lower {name} to at most {have}",
+                             param=name)
     names = list(default_foreground(dataset) if foreground is None else foreground)
     fg, bg = mosaics.cifar10_classes(splits.class_names, names)
     train = mosaics.make_image_mosaics(splits.x_train, splits.y_train, fg, bg, m, n_train,
