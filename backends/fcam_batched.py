@@ -6,7 +6,9 @@ to S separate :func:`.torch_train.train_run` calls up to float tolerance) so
 that its per-seed results, history records and checkpoints look exactly like
 the separate runs' (:func:`minimal_attn.train_loop.run_epochs`): the same
 checkpoint files (a batched run resumes separately and vice versa), the same
-per-paradigm learning rates, automatic switch, divergence and collapse checks.
+per-paradigm learning rates, automatic switch, stop rule, divergence and
+collapse checks. A seed that reaches ``stop_loss`` leaves the batch; its last
+checkpoint is the one of the epoch it stopped at.
 
 The hybrid's SA epochs are scored with SA's rule, as in the separate runs.
 """
@@ -24,6 +26,7 @@ from minimal_attn.train_loop import (
     checkpoint_path,
     collapse_warnings,
     read_checkpoint,
+    stopped_epoch,
     write_checkpoint,
 )
 
@@ -42,8 +45,9 @@ def _record(config, k_seed, raw, rule):
 def train_seeds(configs, train, test, out=None, resume=False, callback=None, log=None):
     """Train ``configs`` (one paradigm, seeds 0..S-1) together; per-seed results.
 
-    With ``resume`` every seed's checkpoint must exist and hold the same epoch;
-    otherwise this returns None and the caller trains the seeds separately.
+    With ``resume`` every seed's checkpoint must exist and hold the same epoch
+    (a seed that stopped earlier by the stop rule excepted); otherwise this
+    returns None and the caller trains the seeds separately.
     """
     from .torch_batched_train import train_seeds_batched
 
@@ -56,14 +60,20 @@ def train_seeds(configs, train, test, out=None, resume=False, callback=None, log
     if resume and out is not None:
         metas = [read_checkpoint(checkpoint_path(out, cfg), CNNTrainer, cfg, fingerprint,
                                  log or (lambda line: None)) for cfg in configs]
-        if any(meta is None or meta["epoch"] != metas[0][0]["epoch"] for meta, _ in metas):
+        if any(meta is None for meta, _ in metas):
             return None
-        start, states = metas[0][0]["epoch"], [payload for _, payload in metas]
+        start = max(meta["epoch"] for meta, _ in metas)
+        if any(meta["epoch"] != start and not cfg.stopped(meta["history"])
+               for cfg, (meta, _) in zip(configs, metas)):
+            return None
+        states = [payload for _, payload in metas]
         for k, (meta, _) in enumerate(metas):
             history[k], switch[k] = meta["history"], meta["switch_epoch"]
             seconds[k] = meta["train_seconds"]
 
     def schedule(k, epoch, raw):
+        if configs[k].stopped(history[k]):
+            return None, 0.0
         if config.switch_epoch == "auto" and switch[k] is None and epoch > 0 and (
                 auto_switch([h["mean_a_z"] for h in history[k]], m)
                 or epoch >= config.latest_switch()):
@@ -76,13 +86,17 @@ def train_seeds(configs, train, test, out=None, resume=False, callback=None, log
     def after_epoch(epoch, records, run):
         share = (time.perf_counter() - clock[0]) / len(seeds)     # wall time per seed
         clock[0] = time.perf_counter()
-        for k, raw in enumerate(records):
+        live = [k for k, raw in enumerate(records) if raw is not None]
+        for k in live:
+            raw = records[k]
             check_divergence(raw["loss"], history[k], configs[k])
-            seconds[k] += share
+            seconds[k] += share * len(seeds) / len(live)
             rule = raw["phase"] if config.paradigm == "hybrid" else config.paradigm
             history[k].append(dict(_record(config, seeds[k], raw, rule), seconds=seconds[k]))
         if out is not None:
-            for k, state in enumerate(run.seed_states()):
+            states = run.seed_states()
+            for k in live:
+                state = states[k]
                 meta = {"format": CHECKPOINT_FORMAT, "kind": CNNTrainer.KIND,
                         "epoch": epoch + 1, "config": affecting(configs[k], None),
                         "data": fingerprint, "history": history[k],
@@ -90,7 +104,7 @@ def train_seeds(configs, train, test, out=None, resume=False, callback=None, log
                 write_checkpoint(checkpoint_path(out, configs[k]),
                                  lambda f, obj=dict(meta, **state): torch.save(obj, f))
         if callback is not None:
-            for k in range(len(seeds)):
+            for k in live:
                 callback(epoch, history[k][-1])
 
     raw = train_seeds_batched(
@@ -100,5 +114,6 @@ def train_seeds(configs, train, test, out=None, resume=False, callback=None, log
             "train_mean_a_z": h["mean_a_z"]} for h in hk] for hk in history]))
     return [dict(r, history=history[k], seconds=seconds[k], resumed_from_epoch=start,
                  switch_epoch=switch[k] if config.paradigm == "hybrid" else None,
+                 stopped_epoch=stopped_epoch(configs[k], history[k]),
                  warnings=collapse_warnings(history[k], m))
             for k, r in enumerate(raw["results"])]

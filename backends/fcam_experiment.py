@@ -13,7 +13,11 @@ imported only for ``backend="torch"``.
 training mosaics for CIFAR-10 (50k for CIFAR-100), the paper's learning rates,
 12 seeds, and *equal compute*, which we define as the same number of epochs
 (passes over the same mosaics) for every paradigm, the hybrid's SA and HA
-epochs summing to it. Equal wall time is not reproducible (it depends on the
+epochs summing to it. **The authors' protocol** (``protocol="authors"``) is
+their released code: Adam, the LeNet classifier, the mirrored start, and the
+stop rule (a run ends once its mean epoch loss is <= 0.05); equal compute is
+then the same epoch *budget* (at most 200), and config.json records the epoch
+each run stopped at. Equal wall time is not reproducible (it depends on the
 machine, its load and the paradigm's cost per epoch: HA and LV run the
 classifier on all m segments, SA on one blended image), while equal epochs
 give every paradigm the same data and the same number of updates.
@@ -25,6 +29,7 @@ from dataclasses import fields, replace
 from minimal_attn.errors import InputError
 from minimal_attn.experiment_config import (  # noqa: F401 (the API in one place)
     BACKEND_DATASETS,
+    PROTOCOL_FIELDS,
     PROTOCOLS,
     ExperimentConfig,
     apply_protocol,
@@ -35,7 +40,13 @@ from minimal_attn.experiment_config import (  # noqa: F401 (the API in one place
 )
 from minimal_attn.resources import check_memory
 from minimal_attn.train_loop import TrainConfig, checkpoint_path, paper_setting
-from minimal_attn.train_report import HistoryLog, aggregate, write_results
+from minimal_attn.train_report import (
+    HistoryLog,
+    aggregate,
+    recipe_text,
+    summary_markdown,
+    write_results,
+)
 
 TORCH_PIN = "pip install torch==2.13.0, then pip install \".[torch]\""
 
@@ -48,7 +59,9 @@ def run_config(c, paradigm, seed):
     hybrid_lr = c.hybrid_lr if c.hybrid_lr is not None else lr.get("ha", default)
     return TrainConfig(paradigm=paradigm, epochs=c.epochs, lr=own,
                        hybrid_lr=hybrid_lr if paradigm == "hybrid" else None,
-                       momentum=c.momentum, batch_size=c.batch_size, seed=seed,
+                       optimizer=c.optimizer, momentum=c.momentum, stop_loss=c.stop_loss,
+                       focus_init=c.focus_init, classifier=c.classifier,
+                       batch_size=c.batch_size, seed=seed,
                        switch_epoch=c.switch_epoch if paradigm == "hybrid" else None,
                        device=c.device, threshold=c.threshold,
                        dataset=paper_setting(c.dataset), n_classes=c.n_classes,
@@ -119,7 +132,8 @@ def run_experiment(c, out=None, resume=False, progress=None, log=None, on_epoch=
         results = {p: aggregate(runs[p]) for p in c.paradigms}
         meta = _meta(c, runs, names, momentum)
         if out is not None:
-            write_results(out, results, runs, meta)
+            write_results(out, results, runs, meta, summary=recipe_text(meta) + "\n"
+                          + summary_markdown(results, c.m, c.dataset))
     except KeyboardInterrupt:
         raise KeyboardInterrupt("interrupted; " + resume_note(out)) from None
     return results, meta
@@ -169,8 +183,17 @@ def _report(p, seed, r, log):
 def _meta(c, runs, names, momentum):
     """config.json: every setting as used, the lr of each paradigm, the hybrid's switches."""
     meta = {f.name: getattr(c, f.name) for f in fields(c)}
-    meta.update(foreground=names, seeds=list(range(c.seeds)), momentum=momentum,
-                lr={p: _rates(run_config(c, p, 0), c.backend) for p in c.paradigms})
+    meta.update(foreground=names, seeds=list(range(c.seeds)),
+                momentum=momentum if c.optimizer == "sgd" else None,
+                lr={p: _rates(run_config(c, p, 0), c.backend) for p in c.paradigms},
+                stopped_epochs={p: {str(r["seed"]): r.get("stopped_epoch") for r in runs[p]}
+                                for p in runs},
+                epochs_run={p: {str(r["seed"]): len(r["history"]) for r in runs[p]}
+                            for p in runs})
+    if c.optimizer == "adam":
+        from .torch_train import ADAM_BETAS, ADAM_EPS
+
+        meta.update(adam_betas=list(ADAM_BETAS), adam_eps=ADAM_EPS)
     if "hybrid" in runs:
         meta["hybrid_switch_epochs"] = {str(r["seed"]): r["switch_epoch"]
                                         for r in runs["hybrid"]}

@@ -1,12 +1,14 @@
 r"""Training S seeds of one paradigm together as one :class:`.torch_batched.BatchedFCAM`.
 
 Vashisht & Ramaswamy (2023), Section 2.4 and Appendix A.2 (SGD with momentum,
-12 seeds per paradigm for Table 1). :func:`train_seeds_batched` is
+or Adam as in the authors' released code; 12 seeds per paradigm for Table 1). :func:`train_seeds_batched` is
 ``torch_train.train_run`` for S seeds at once: the same initialisations
 (``build_fcam(seed=s)``), the same per-seed shuffling
 (``torch.Generator().manual_seed(s)``), the same losses and inference rules
 (:mod:`.torch_backend`), the same hybrid schedule and per-phase learning rate,
-and per-seed results (states, per-epoch records) in ``train_run``'s format.
+the same stop rule (a seed that reached ``stop_loss`` leaves the batch: it is
+no longer run and its parameters no longer move), and per-seed results
+(states, per-epoch records) in ``train_run``'s format.
 Why S stacked runs equal S separate ones: :mod:`.torch_batched`.
 """
 
@@ -15,7 +17,8 @@ import torch
 from minimal_attn.errors import InputError
 
 from . import torch_backend as tb
-from .torch_batched import StackedSGD, parameter_names, stack_fcams, stacked_parameters, unstack
+from .torch_batched import parameter_names, stack_fcams, stacked_optimizer, stacked_parameters, unstack
+from .torch_train import ADAM_BETAS, ADAM_EPS
 
 
 def _seed_losses(phase, scores, logits, y):
@@ -27,25 +30,30 @@ class BatchedSeeds:
     """S seeds of one paradigm as one :class:`BatchedFCAM`, each with its own shuffling order.
 
     ``models[k]`` is seed ``seeds[k]``'s fresh FCAM; its mini-batches come from
-    ``torch.Generator().manual_seed(seeds[k])``, as in a separate ``train_run``.
+    ``torch.Generator().manual_seed(seeds[k])``, as in a separate ``train_run``;
+    ``optimizer``: ``sgd`` (with ``momentum``) or ``adam``.
     """
 
-    def __init__(self, models, seeds, momentum=0.9, mode=None):
+    def __init__(self, models, seeds, momentum=0.9, mode=None, optimizer="sgd"):
         self.seeds = [int(s) for s in seeds]
         self.model = stack_fcams(models, mode)
-        self.optimizer = StackedSGD(stacked_parameters(self.model), momentum)
+        self.optimizer = stacked_optimizer(optimizer, stacked_parameters(self.model),
+                                           momentum, ADAM_BETAS, ADAM_EPS)
         self.generators = [torch.Generator().manual_seed(s) for s in self.seeds]
         self.lrs = [None] * len(self.seeds)
 
     def train_epoch(self, store, y, phases, lrs, batch_size, on_step=None):
         """One pass over each seed's shuffled batches; ``phases``/``lrs`` one per seed.
 
-        Returns per seed (mean loss, running accuracy, mean a_z), like ``_train_epoch``.
+        A seed whose phase is None (stopped) is not run and gets lr 0, so its
+        parameters stay as they are. Returns per seed (mean loss, running
+        accuracy, mean a_z), like ``CNNTrainer.train_epoch`` (zeros when stopped).
         """
         S, device = len(self.seeds), store.X.device
-        self.lrs = [float(lr) for lr in lrs]
+        self.lrs = [float(lr) if ph is not None else 0.0 for ph, lr in zip(phases, lrs)]
         lr = torch.tensor(self.lrs, dtype=torch.float64, device=device)
-        groups = {ph: [k for k in range(S) if phases[k] == ph] for ph in dict.fromkeys(phases)}
+        groups = {ph: [k for k in range(S) if phases[k] == ph]
+                  for ph in dict.fromkeys(phases) if ph is not None}
         picks = {ph: None if len(ks) == S else torch.tensor(ks, device=device)
                  for ph, ks in groups.items()}
         orders = torch.stack([torch.randperm(store.n, generator=g)
@@ -79,14 +87,15 @@ class BatchedSeeds:
         return (sums / store.n).tolist()
 
     def evaluate(self, store, mosaics, rules, threshold=0.8, batch_size=400):
-        """Per seed ``(summary, {"a_z", "s_y"})`` by ``rules[k]``, as ``torch_train.evaluate``."""
+        """Per seed ``(summary, {"a_z", "s_y"})`` by ``rules[k]``, as ``torch_train.evaluate``
+        (None for a seed whose rule is None)."""
         from minimal_attn import saif
 
         S, device = len(self.seeds), store.X.device
         a_parts, s_parts = [[] for _ in range(S)], [[] for _ in range(S)]
         for idx in torch.arange(store.n, device=device).split(batch_size):
             X = store[idx]                                            # (B, m, 3, 32, 32)
-            for rule in dict.fromkeys(rules):
+            for rule in dict.fromkeys(r for r in rules if r is not None):
                 ks = [k for k in range(S) if rules[k] == rule]
                 pick = None if len(ks) == S else torch.tensor(ks, device=device)
                 scores, s = self.model.predict(X.expand((len(ks),) + X.shape), rule, pick)
@@ -95,6 +104,9 @@ class BatchedSeeds:
                     s_parts[k].append(s[j])
         out = []
         for k in range(S):
+            if rules[k] is None:
+                out.append(None)
+                continue
             a, s = torch.cat(a_parts[k]).cpu().numpy(), torch.cat(s_parts[k]).cpu().numpy()
             a_z, s_y = saif.foreground_scores(a, s, mosaics.y, mosaics.z)
             out.append((saif.summarise(a, s, mosaics.y, mosaics.z, threshold),
@@ -130,12 +142,15 @@ def train_seeds_batched(config, seeds, train, test=None, make_model=None, schedu
     train, test : Mosaics; with ``test`` every record also has test accuracy and SAIF
     make_model : ``seed -> FCAM``; None: ``build_fcam`` as ``train_run`` builds it
     schedule : ``(k, epoch, history_k) -> (phase, lr)`` for seed ``seeds[k]``;
-        None: ``(config.phase(epoch), config.learning_rate(epoch))``. A per-seed
-        automatic hybrid switch is a schedule that reads ``history_k``.
+        None: ``(config.phase(epoch), config.learning_rate(epoch))``, or
+        ``(None, 0.0)`` once the seed reached ``config.stop_loss``. A per-seed
+        automatic hybrid switch is a schedule that reads ``history_k``; a phase
+        of None stops the seed.
     mode : one of ``torch_batched.MODES``; None: grouped on CUDA, loop on the CPU
     resume : ``(epoch, [seed_states], [histories])`` to continue from
     callback : ``callback(epoch, records, run)`` after each epoch; ``records[k]``
-        is seed k's; ``run.seed_states()`` gives what to checkpoint
+        is seed k's (None once it stopped); ``run.seed_states()`` gives what to
+        checkpoint
     on_step : ``on_step(step, n_steps)`` after each optimiser step
     score_by_phase : score each epoch's test set by the phase's inference rule
         (a hybrid in its SA phase as SA); False: by ``config.paradigm``, as ``train_run``
@@ -149,21 +164,21 @@ def train_seeds_batched(config, seeds, train, test=None, make_model=None, schedu
     """
     import numpy as np
 
-    from .torch_models import ImageStore, build_fcam, classifier_config, focus_config, scaled
+    from .torch_models import ImageStore, build_fcam_for
 
     device = tb.get_device(config.device)
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True                       # as train_run
     if make_model is None:
         def make_model(seed):
-            return build_fcam(config.dataset, config.n_classes, seed, config.chunk, device,
-                              scaled(focus_config(config.dataset), config.width),
-                              scaled(classifier_config(config.dataset, config.n_classes),
-                                     config.width))
+            return build_fcam_for(config, device, seed)
     if schedule is None:
         def schedule(k, epoch, history):
+            if config.stopped(history):
+                return None, 0.0
             return config.phase(epoch), config.learning_rate(epoch)
-    run = BatchedSeeds([make_model(s) for s in seeds], seeds, config.momentum, mode)
+    run = BatchedSeeds([make_model(s) for s in seeds], seeds, config.momentum, mode,
+                       config.optimizer)
     store = ImageStore(train.X, device, train.z)
     test_store = None if test is None else ImageStore(test.X, device, test.z)
     y = torch.as_tensor(np.asarray(train.y), device=device)
@@ -173,22 +188,29 @@ def train_seeds_batched(config, seeds, train, test=None, make_model=None, schedu
         run.load_seed_states(states)
     for epoch in range(start, config.epochs):
         plan = [schedule(k, epoch, history[k]) for k in range(len(seeds))]
+        if all(phase is None for phase, _ in plan):
+            break                                                   # every seed stopped
         stats = run.train_epoch(store, y, [p for p, _ in plan], [lr for _, lr in plan],
                                 config.batch_size, on_step)
         records = []
         for k, ((phase, lr), (loss, acc, a_z)) in enumerate(zip(plan, stats)):
+            if phase is None:
+                records.append(None)
+                continue
             if not np.isfinite(loss):
                 raise InputError(f"training diverged: {config.paradigm} seed {seeds[k]} has "
                                  f"loss {loss} in epoch {epoch + 1}; lower --lr")
             records.append({"epoch": epoch + 1, "phase": phase, "lr": lr, "loss": loss,
                              "train_running_accuracy": acc, "train_mean_a_z": a_z})
         if test_store is not None:
-            rules = [p for p, _ in plan] if score_by_phase else [config.paradigm] * len(seeds)
+            rules = [p if score_by_phase or p is None else config.paradigm for p, _ in plan]
             evals = run.evaluate(test_store, test, rules, config.threshold)
-            for record, (summary, _) in zip(records, evals):
-                record.update(test_accuracy=summary["accuracy"], test_saif=summary["saif"])
+            for record, ev in zip(records, evals):
+                if record is not None:
+                    record.update(test_accuracy=ev[0]["accuracy"], test_saif=ev[0]["saif"])
         for h, record in zip(history, records):
-            h.append(record)
+            if record is not None:
+                h.append(record)
         if callback is not None:
             callback(epoch, records, run)
     out = {"seeds": list(seeds), "states": run.seed_states(), "history": history, "run": run}

@@ -8,25 +8,36 @@ attention is :math:`a = \mathrm{softmax}(f(x_1), \dots, f(x_m))`, and the
 * SA classifies the attention-weighted average image, :math:`g(\sum_j a_j x_j)`;
 * HA and LV classify every segment, :math:`g(x_j)` for j = 1..m.
 
-Architectures (3 x 3 convolutions, ReLU, 2 x 2 max-pooling after the first two):
+Architectures (ReLU, 2 x 2 max-pooling after the first two convolutions):
 
 =========  =========================  ===========================
-dataset    focus f                    classifier g
+dataset    focus f                    classifier g ("paper")
 =========  =========================  ===========================
-CIFAR-10   3 conv (32, 64, 64) +      3 conv (32, 64, 64) +
+CIFAR-10   3 conv3x3 (32, 64, 64) +   3 conv3x3 (32, 64, 64) +
            4 fc (512, 64, 10, 1)      4 fc (512, 64, 10, C)
-CIFAR-100  2 conv (32, 64) +          3 conv (32, 64, 64) +
+CIFAR-100  2 conv3x3 (32, 64) +       3 conv3x3 (32, 64, 64) +
            2 fc (64, 1)               3 fc (512, 64, C)
 =========  =========================  ===========================
 
 The layer counts are those of Appendix A.2. The widths of the focus are those
 of the authors' released code; the paper's classifier widths were not at hand,
-so the classifier reuses the focus's (their released CIFAR-10 classifier is a
-smaller LeNet-style net with 2 convolutions): change ``ARCHITECTURES`` to match.
+so the "paper" classifier reuses the focus's. ``classifier="lenet"`` is the
+classifier of the authors' released CIFAR-10 notebooks
+(``../shared/papers/authors-code-notes.md``): conv5x5 3->6, pool, conv5x5
+6->16, pool, fc 400->120->84->10->C.
 
-Weights are Xavier-normal, biases zero; the focus has no biases and its
-output layer starts at zero, so every score is 0 and :math:`a = 1/m` at
-initialisation, the uniform start the analysis of Sections 3-4 assumes.
+Weights are Xavier-normal, biases zero; the focus has no biases. Its start is
+uniform, every score 0 and :math:`a = 1/m`, as the analysis of Sections 3-4
+assumes, in one of two ways (``focus_init``):
+
+* ``zero``: the output layer starts at zero. Every gradient below the output
+  layer is then zero in the first step, so the focus's hidden layers wait for
+  the output layer to grow;
+* ``mirror`` (the authors' notebooks): the second half of the last hidden
+  layer's rows copies the first half, and the output layer's weights on the
+  second half are minus those on the first. The two halves cancel, so the
+  output is 0 for every input (up to the rounding of the output layer's sum),
+  while every weight is non-zero and every layer learns from the first step.
 
 All segments of a batch go through a network together, reshaped to
 (B*m, 3, 32, 32) and cut into chunks of ``chunk`` images: on a GPU one chunk
@@ -61,11 +72,12 @@ CPU_CHUNK = 100
 class CNNConfig:
     """One CNN of Appendix A.2: 3 x 3 convolutions, then fully connected layers."""
 
-    conv_channels: Tuple[int, ...] = (32, 64, 64)   # output channels of each 3x3 conv
+    conv_channels: Tuple[int, ...] = (32, 64, 64)   # output channels of each conv
     fc_widths: Tuple[int, ...] = (512, 64, 10)      # hidden fully connected widths
     out_dim: int = 1                                # 1 (focus score) or C (class logits)
     bias: bool = True                               # the focus has none (Appendix A.2)
-    zero_last: bool = False                         # output layer at zero: uniform focus
+    start: str = "xavier"                           # xavier; zero or mirror: output 0
+    kernel: int = 3                                 # convolution size (LeNet: 5)
     in_channels: int = 3
     image_size: int = 32
 
@@ -73,7 +85,7 @@ class CNNConfig:
         """Features entering the first fully connected layer."""
         size = self.image_size
         for i in range(len(self.conv_channels)):
-            size -= 2                                # 3x3 convolution, no padding
+            size -= self.kernel - 1                  # unpadded convolution
             if i < 2:
                 size //= 2                           # 2x2 max-pool after the first two
         if size < 1:
@@ -89,6 +101,10 @@ ARCHITECTURES = {
     "cifar100": {"focus": ((32, 64), (64,)),
                  "classifier": ((32, 64, 64), (512, 64))},
 }
+#: The authors' released CIFAR-10 classifier (a LeNet): 5x5 convolutions.
+LENET = {"conv_channels": (6, 16), "fc_widths": (120, 84, 10), "kernel": 5}
+CLASSIFIERS = ("paper", "lenet")
+FOCUS_STARTS = ("zero", "mirror")
 
 
 def architecture(dataset):
@@ -100,14 +116,30 @@ def architecture(dataset):
     return ARCHITECTURES[paper_setting(dataset)]
 
 
-def focus_config(dataset="cifar10"):
-    """The focus CNN of Appendix A.2 for ``dataset`` (no biases, output layer at zero)."""
+def focus_config(dataset="cifar10", start="zero"):
+    """The focus CNN of Appendix A.2 for ``dataset``: no biases, output 0 at the start.
+
+    ``start``: ``zero`` (output layer at zero) or ``mirror`` (the authors' start;
+    see the module doc).
+    """
+    if start not in FOCUS_STARTS:
+        raise InputError(f"focus_init must be one of {', '.join(FOCUS_STARTS)}, got "
+                         f"{start!r}", param="focus_init")
     conv, fc = architecture(dataset)["focus"]
-    return CNNConfig(conv, fc, out_dim=1, bias=False, zero_last=True)
+    return CNNConfig(conv, fc, out_dim=1, bias=False, start=start)
 
 
-def classifier_config(dataset="cifar10", n_classes=3):
-    """The classifier CNN of Appendix A.2 for ``dataset`` with ``n_classes`` outputs."""
+def classifier_config(dataset="cifar10", n_classes=3, kind="paper"):
+    """The classifier CNN for ``dataset`` with ``n_classes`` outputs.
+
+    ``kind``: ``paper`` (Appendix A.2's layer counts) or ``lenet`` (the
+    authors' released notebooks, :data:`LENET`, for any data set).
+    """
+    if kind not in CLASSIFIERS:
+        raise InputError(f"classifier must be one of {', '.join(CLASSIFIERS)}, got "
+                         f"{kind!r}", param="classifier")
+    if kind == "lenet":
+        return CNNConfig(out_dim=int(n_classes), bias=True, **LENET)
     conv, fc = architecture(dataset)["classifier"]
     return CNNConfig(conv, fc, out_dim=int(n_classes), bias=True)
 
@@ -144,7 +176,7 @@ class ConvNet(nn.Module):
         self.config = config
         layers, channels = [], config.in_channels
         for i, out in enumerate(config.conv_channels):
-            layers.append(nn.Conv2d(channels, out, 3, bias=config.bias))
+            layers.append(nn.Conv2d(channels, out, config.kernel, bias=config.bias))
             if i < 2:
                 # ReLU is monotone, so pool-then-ReLU equals ReLU-then-pool:
                 # the same network, with 4x fewer ReLU evaluations
@@ -162,14 +194,38 @@ class ConvNet(nn.Module):
         self.reset_parameters(generator)
 
     def reset_parameters(self, generator=None):
-        """Xavier-normal weights, zero biases; the output layer at zero if ``zero_last``."""
+        """Xavier-normal weights, zero biases; then the ``start`` of the output (module doc)."""
         for module in self.modules():
             if isinstance(module, (nn.Conv2d, nn.Linear)):
                 nn.init.xavier_normal_(module.weight, generator=generator)
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
-        if self.config.zero_last:
+        if self.config.start == "zero":
             nn.init.zeros_(self.output.weight)
+        elif self.config.start == "mirror":
+            self.mirror_last()
+
+    @torch.no_grad()
+    def mirror_last(self):
+        """The authors' uniform start: the last hidden layer's halves cancel in the output.
+
+        Units k..2k-1 of the last hidden layer (width h, k = h // 2) copy units
+        0..k-1, and the output weights on them are the negatives of those on
+        0..k-1, so the output is 0 in exact arithmetic (a unit left over when h
+        is odd gets output weight 0). Needs at least one hidden fully connected layer.
+        """
+        hidden = [layer for layer in self.body if isinstance(layer, nn.Linear)]
+        if not hidden or hidden[-1].out_features < 2:
+            raise InputError("focus_init=mirror needs a hidden fully connected layer of "
+                             "at least 2 units", param="focus_init")
+        last, k = hidden[-1], hidden[-1].out_features // 2
+        last.weight[k:2 * k] = last.weight[:k]                          # (k, width)
+        if last.bias is not None:
+            last.bias[k:2 * k] = last.bias[:k]
+        self.output.weight[:, k:2 * k] = -self.output.weight[:, :k]     # (out, k)
+        self.output.weight[:, 2 * k:] = 0.0
+        if self.output.bias is not None:
+            self.output.bias.zero_()
 
     def forward(self, images):
         return self.output(self.body(images))                            # (n, out_dim)
@@ -287,12 +343,14 @@ class ImageStore:
         return self.table[self.channel, batch.long()]                     # (B, m, 3, H, W)
 
 
-def build_fcam_for(config, device="cpu"):
-    """The FCAM of a :class:`~minimal_attn.train_loop.TrainConfig` (dataset, C, seed, width)."""
-    return build_fcam(config.dataset, config.n_classes, config.seed, config.chunk, device,
-                      scaled(focus_config(config.dataset), config.width),
-                      scaled(classifier_config(config.dataset, config.n_classes),
-                             config.width))
+def build_fcam_for(config, device="cpu", seed=None):
+    """The FCAM of a :class:`~minimal_attn.train_loop.TrainConfig`: its dataset, C, width,
+    focus start and classifier, initialised from ``seed`` (None: ``config.seed``)."""
+    return build_fcam(config.dataset, config.n_classes,
+                      config.seed if seed is None else seed, config.chunk, device,
+                      scaled(focus_config(config.dataset, config.focus_init), config.width),
+                      scaled(classifier_config(config.dataset, config.n_classes,
+                                               config.classifier), config.width))
 
 
 def build_fcam(dataset="cifar10", n_classes=3, seed=0, chunk=None, device="cpu",

@@ -2,7 +2,7 @@ r"""Training the CNN FCAM with SA, HA, LV or the hybrid (V&R Section 2.4, Table 
 
 Vashisht & Ramaswamy (2023), Section 2.4 and Appendix A.2. :func:`train_run`
 trains the CNN FCAM of :mod:`.torch_models` on image mosaics with SGD and
-momentum. The epochs, the hybrid's schedule, checkpoints, resume, divergence
+momentum (Appendix A.2) or Adam (the authors' released code). The epochs, the hybrid's schedule, checkpoints, resume, divergence
 and collapse checks are the shared skeleton
 :func:`minimal_attn.train_loop.run_epochs` (the linear FCAM of the core uses
 the same one, :mod:`minimal_attn.linear_train`). The result holds
@@ -16,7 +16,8 @@ the same one, :mod:`minimal_attn.linear_train`). The result holds
   mosaics at the start (a unit dead at initialisation never recovers in the
   bias-free focus network).
 
-The hybrid uses one optimiser throughout: its momentum carries over the switch.
+The hybrid uses one optimiser throughout: its momentum (or Adam's moments)
+carries over the switch.
 On the CPU a resumed run ends bit-for-bit where an uninterrupted one does
 (``tests/test_torch_train.py``).
 """
@@ -71,6 +72,23 @@ def dead_units(net, images):
     return out
 
 
+#: Adam's constants: torch's defaults, which the authors' released code uses.
+ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-8
+
+
+def make_optimizer(name, params, momentum=0.9):
+    """``sgd`` (with momentum, Appendix A.2) or ``adam`` (the authors' released code).
+
+    One optimizer for focus and classifier: both optimizers update every
+    parameter elementwise, so this equals the authors' one optimizer per
+    network when both have the same rate. The lr is set at the start of every
+    epoch (it depends on the hybrid's phase).
+    """
+    if name == "adam":
+        return torch.optim.Adam(params, lr=0.0, betas=ADAM_BETAS, eps=ADAM_EPS)
+    return torch.optim.SGD(params, lr=0.0, momentum=momentum)
+
+
 class CNNTrainer:
     """The CNN FCAM of Appendix A.2 for :func:`run_epochs`."""
 
@@ -83,9 +101,8 @@ class CNNTrainer:
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = True
         self.model = build_fcam_for(config, self.device)
-        # the lr is set at the start of every epoch (it depends on the phase)
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.0,
-                                         momentum=config.momentum)
+        self.optimizer = make_optimizer(config.optimizer, self.model.parameters(),
+                                        config.momentum)
         self.generator = torch.Generator().manual_seed(int(config.seed))
         self.stores = {name: ImageStore(mos.X, self.device, mos.z)
                        for name, mos in self.sets.items()}

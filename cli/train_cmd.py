@@ -11,8 +11,10 @@ import click
 from click.core import ParameterSource
 
 from minimal_attn.backends.fcam_experiment import (
+    PROTOCOL_FIELDS,
     PROTOCOLS,
     ExperimentConfig,
+    recipe_text,
     apply_protocol,
     resume_note,
     run_experiment,
@@ -54,9 +56,25 @@ DATASETS = ("synthetic", "linear-orthogonal", "cifar10", "cifar100")
 @click.option("--n-test", type=int, default=D.n_test, show_default=True,
               help="Test mosaics, from test images (CIFAR: at most the test images).")
 @click.option("--protocol", type=click.Choice(sorted(PROTOCOLS)), default=None,
-              help="paper: Appendix A.2 (n=10k CIFAR-10 / 50k CIFAR-100, the paper's "
-                   "lrs, 12 seeds, 150 epochs, batch 256, 5,000 test mosaics); options "
-                   "given explicitly win.")
+              help="paper: Appendix A.2 as written (SGD at the paper's lrs, paper "
+                   "classifier, zero start, n=10k CIFAR-10 / 50k CIFAR-100, 12 seeds, 150 "
+                   "epochs, batch 256, 5,000 test mosaics). authors: the authors' released "
+                   "code (Adam 5e-4, LeNet classifier, mirrored start, batch 100, at most "
+                   "200 epochs, stop at loss 0.05, 12 seeds, 10,000 train and test "
+                   "mosaics). Options given explicitly win.")
+@click.option("--optimizer", type=click.Choice(["sgd", "adam"]), default=D.optimizer,
+              show_default=True, help="torch: sgd with --momentum (the paper's A.2) or adam "
+              "(the authors' code; default lr 5e-4 for every paradigm).")
+@click.option("--focus-init", type=click.Choice(["zero", "mirror"]), default=D.focus_init,
+              show_default=True, help="torch: uniform start of the focus: output layer at "
+              "zero, or mirror (the authors': the last hidden layer's halves cancel, every "
+              "weight non-zero, every layer learns from the first step).")
+@click.option("--classifier", type=click.Choice(["paper", "lenet"]), default=D.classifier,
+              show_default=True, help="torch: paper (A.2's 3 conv + fc layers) or lenet "
+              "(the authors' released 2-conv LeNet).")
+@click.option("--stop-loss", type=float, default=D.stop_loss,
+              help="Stop a run after the first epoch whose mean training loss is <= this "
+                   "(the authors' rule: 0.05); the epoch is recorded [default: none].")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Folder for results.json, config.json, history.jsonl, summary.csv/.md, "
                    "heat maps, per-instance scores and checkpoints/.")
@@ -69,8 +87,8 @@ DATASETS = ("synthetic", "linear-orthogonal", "cifar10", "cifar100")
 @click.option("--lr", default=None,
               help="Learning rate: one number for every paradigm, or per paradigm, e.g. "
                    "sa=0.05,ha=0.01,lv=0.02 (hybrid: its SA phase, else sa's) [default: the "
-                   "paper's; CIFAR-10 SA 0.01, HA 0.005, LV 0.01; CIFAR-100 SA 0.005, HA "
-                   "0.001, LV 0.01; numpy: 0.5].")
+                   "paper's for sgd; CIFAR-10 SA 0.01, HA 0.005, LV 0.01; CIFAR-100 SA "
+                   "0.005, HA 0.001, LV 0.01; adam: 5e-4; numpy: 0.5].")
 @click.option("--hybrid-lr", type=float, default=None,
               help="Hybrid: learning rate of its HA phase [default: that of ha].")
 @click.option("--batch-size", type=int, default=D.batch_size, show_default=True)
@@ -135,8 +153,7 @@ def train(ctx, paradigm, lr, switch_epoch, foreground, protocol, out, resume, pr
         switch_epoch=parse_switch(switch_epoch),
         foreground=None if foreground is None else [f.strip() for f in foreground.split(",")],
         **options)
-    explicit = {name for name in ("n_train", "n_test", "seeds", "lr", "hybrid_lr", "epochs",
-                                  "batch_size")
+    explicit = {name for name in PROTOCOL_FIELDS
                 if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE,
                                                       ParameterSource.ENVIRONMENT)}
     config = apply_protocol(config, protocol, explicit)
@@ -146,6 +163,7 @@ def train(ctx, paradigm, lr, switch_epoch, foreground, protocol, out, resume, pr
                                    log=echo_line)
     click.echo(f"{config.dataset}, m={config.m}, {config.seeds} seed(s), {config.epochs} "
                f"epochs, {config.backend} on {meta['device']}: mean ± std over seeds, in %")
+    click.echo(recipe_text(meta), nl=False)
     click.echo(summary_markdown(results, config.m, config.dataset), nl=False)
     if out is not None:
         click.echo(f"wrote results.json, config.json, history.jsonl, summary.csv, summary.md, "

@@ -10,6 +10,8 @@ its model (the CNN FCAM in ``backends/torch_train.py``, the linear FCAM in
 * after every epoch: the divergence check, a test evaluation scored with the
   inference rule of the epoch's phase, one history record, an atomic
   checkpoint (the previous one kept as ``.ckpt.prev``) and the callbacks;
+* the stop rule of the authors' released code (``stop_loss``): a run ends
+  after the first epoch whose mean training loss is at most ``stop_loss``;
 * resume: the checkpoint is checked only against the settings that affect its
   run (:func:`affecting`); an unreadable one falls back to ``.ckpt.prev``.
 
@@ -33,6 +35,11 @@ from .io import atomic_open, ensure_dir
 #: Synthetic image mosaics use CIFAR-10's.
 PAPER_LR = {"cifar10": {"sa": 0.01, "ha": 0.005, "lv": 0.01},
             "cifar100": {"sa": 0.005, "ha": 0.001, "lv": 0.01}}
+#: Adam (the authors' released code, ``../shared/papers/authors-code-notes.md``):
+#: lr 5e-4 for both networks. They trained SA only; the other paradigms take the
+#: same rate.
+ADAM_LR = {"sa": 5e-4, "ha": 5e-4, "lv": 5e-4}
+OPTIMIZERS = ("sgd", "adam")
 #: Defaults for the linear FCAM (plain gradient descent from zero), chosen on the
 #: synthetic Gaussian mosaics; the paper gives none for this experiment.
 LINEAR_LR = {"sa": 0.5, "ha": 0.5, "lv": 0.5}
@@ -58,7 +65,9 @@ class TrainConfig:
     epochs: int = 10
     lr: Optional[float] = None           # None: the table's lr (hybrid: its SA phase)
     hybrid_lr: Optional[float] = None    # hybrid's HA-phase lr; None: the table's HA lr
+    optimizer: str = "sgd"               # sgd (the paper's A.2) or adam (authors' code)
     momentum: float = 0.9                # SGD momentum (the CNN; the linear FCAM uses none)
+    stop_loss: Optional[float] = None    # stop after the first epoch with mean loss <= this
     batch_size: int = 100
     seed: int = 0                        # initialisation and shuffling
     switch_epoch: Union[int, str, None] = None  # hybrid: first HA epoch; None: epochs // 2;
@@ -69,9 +78,19 @@ class TrainConfig:
     n_classes: int = 3
     chunk: Optional[int] = None          # images per network call; None: by device
     width: float = 1.0                   # network width multiplier (1 = Appendix A.2)
+    focus_init: str = "zero"             # uniform start: output layer zero, or mirror
+    classifier: str = "paper"            # paper (A.2's layers) or lenet (authors' code)
 
     def __post_init__(self):
         self.paradigm = check_paradigm(self.paradigm)
+        if self.optimizer not in OPTIMIZERS:
+            raise InputError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got "
+                             f"{self.optimizer!r}", param="optimizer")
+
+    def stopped(self, history):
+        """True once the latest epoch's mean training loss reached ``stop_loss``."""
+        return (self.stop_loss is not None and bool(history)
+                and history[-1]["loss"] <= self.stop_loss)
 
     def fixed_switch(self):
         """The hybrid's first HA epoch when fixed; None for ``auto`` (chosen while training)."""
@@ -85,7 +104,8 @@ class TrainConfig:
 
     def rates(self, table=None):
         """Learning rate of each loss phase of this run, e.g. {"sa": 0.01, "ha": 0.005}."""
-        table = table or PAPER_LR[paper_setting(self.dataset)]
+        table = table or (ADAM_LR if self.optimizer == "adam"
+                          else PAPER_LR[paper_setting(self.dataset)])
         if self.paradigm != "hybrid":
             p = self.paradigm
             return {p: float(table[p] if self.lr is None else self.lr)}
@@ -109,9 +129,17 @@ def affecting(config, table):
     hybrid's switch and HA rate, and a single-paradigm run may be extended
     with more epochs (the hybrid's default switch depends on them).
     """
-    keep = ("paradigm", "seed", "batch_size", "momentum", "dataset", "n_classes", "width",
+    keep = ("paradigm", "seed", "batch_size", "dataset", "n_classes", "width",
             "embedding")                 # embedding: the text FCAM's (TextTrainConfig)
     out = {k: v for k, v in asdict(config).items() if k in keep}
+    if config.optimizer == "sgd":        # Adam has no momentum setting
+        out["momentum"] = config.momentum
+    # named only when not the default, so checkpoints written before these
+    # options existed still resume
+    for key, default in (("optimizer", "sgd"), ("focus_init", "zero"),
+                         ("classifier", "paper")):
+        if getattr(config, key) != default:
+            out[key] = getattr(config, key)
     out["lr"] = config.rates(table)
     if config.paradigm == "hybrid":
         out["switch_epoch"] = config.switch_epoch
@@ -200,7 +228,7 @@ def read_checkpoint(path, trainer, config, fingerprint, log):
 
 def _check_settings(meta, config, trainer, fingerprint, path):
     saved, now = meta["config"], affecting(config, trainer.LR_TABLE)
-    diff = [k for k, v in now.items() if saved.get(k) != v]
+    diff = [k for k in dict.fromkeys([*now, *saved]) if saved.get(k) != now.get(k)]
     if diff:
         raise InputError(f"checkpoint {path} was written with different settings "
                          f"({', '.join(f'{k}={saved.get(k)!r}' for k in diff)}); "
@@ -240,7 +268,8 @@ class _NoBar:
 
 def run_epochs(config, trainer, fingerprint, out_dir=None, resume=False, progress=None,
                callback=None, log=None):
-    """Train ``trainer`` for ``config.epochs`` epochs; return the result dict.
+    """Train ``trainer`` for ``config.epochs`` epochs (fewer if ``config.stop_loss`` is
+    reached); return the result dict.
 
     ``progress(length, label)`` makes a per-epoch progress bar (a context
     manager with ``update(loss)``); ``callback(epoch, record)`` runs after each
@@ -260,6 +289,8 @@ def run_epochs(config, trainer, fingerprint, out_dir=None, resume=False, progres
     start, history, rates = meta["epoch"], meta["history"], config.rates(trainer.LR_TABLE)
     test_eval = None                       # the latest epoch's test evaluation, reused
     for epoch in range(start, config.epochs):
+        if config.stopped(history):      # the stop rule (also after a resume)
+            break
         t0 = time.perf_counter()
         phase = config.phase(epoch, meta["switch_epoch"])
         # the hybrid's SA phase is scored with SA's rule, its HA phase with HA's
@@ -296,4 +327,10 @@ def run_epochs(config, trainer, fingerprint, out_dir=None, resume=False, progres
             "instances": {"train": train_inst, "test": test_inst},
             "resumed_from_epoch": start, "seconds": meta["train_seconds"],
             "switch_epoch": meta["switch_epoch"] if config.paradigm == "hybrid" else None,
+            "stopped_epoch": stopped_epoch(config, history),
             "warnings": collapse_warnings(history, trainer.m)}
+
+
+def stopped_epoch(config, history):
+    """The epoch at which the stop rule ended the run, or None (it ran all its epochs)."""
+    return history[-1]["epoch"] if config.stopped(history) else None

@@ -84,6 +84,36 @@ def summary_markdown(results, m, dataset=None):
     return "\n".join(lines) + "\n"
 
 
+def recipe_text(meta):
+    """One Markdown paragraph naming the training recipe of a result set's ``config.json``:
+    protocol, optimizer and its rates, the focus start, the classifier and the stop rule."""
+    rates = "; ".join(f"{p} " + (", ".join(f"{k} {v:g}" for k, v in lr.items())
+                                 if isinstance(lr, dict) else f"{lr:g}")
+                      for p, lr in meta.get("lr", {}).items())
+    optimizer = meta.get("optimizer", "sgd")
+    extra = (f", momentum {meta['momentum']:g}" if optimizer == "sgd" and meta.get("momentum")
+             else "")
+    if optimizer == "adam" and meta.get("adam_betas"):
+        extra = f", betas {meta['adam_betas'][0]:g}/{meta['adam_betas'][1]:g}"
+    parts = [f"protocol {meta.get('protocol') or 'none (options as given)'}",
+             f"optimizer {optimizer}{extra}, lr {rates}",
+             f"batch {meta.get('batch_size')}",
+             f"focus start {meta.get('focus_init', 'zero')}",
+             f"classifier {meta.get('classifier', 'paper')}"]
+    stop = meta.get("stop_loss")
+    if stop is None:
+        parts.append(f"no stop rule: every run trains {meta.get('epochs')} epochs")
+    else:
+        stopped = {p: [e for e in by_seed.values() if e is not None]
+                   for p, by_seed in meta.get("stopped_epochs", {}).items()}
+        said = "; ".join(f"{p} {len(e)} of {len(meta['stopped_epochs'][p])} seeds "
+                         f"(epochs {', '.join(map(str, e))})" if e else f"{p} none"
+                         for p, e in stopped.items())
+        parts.append(f"stop at mean epoch loss <= {stop:g} within {meta.get('epochs')} "
+                     f"epochs; stopped: {said or 'none'}")
+    return "Recipe: " + "; ".join(parts) + ".\n"
+
+
 class HistoryLog:
     """``history.jsonl`` in ``out``: one JSON object per (paradigm, seed, epoch)."""
 

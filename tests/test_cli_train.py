@@ -48,7 +48,9 @@ def _check_results(out, paradigms, n_seeds):
     assert float(rows[0]["test_accuracy_mean"]) == pytest.approx(
         results[paradigms[0]]["test"]["accuracy"])
     md = (out / "summary.md").read_text()
-    assert md.startswith("| paradigm | m |") and md.count("\n") == 2 + len(paradigms)
+    recipe, table = md.split("\n\n")                    # the recipe line, then Table 1
+    assert recipe.startswith("Recipe: ") and "optimizer" in recipe
+    assert table.startswith("| paradigm | m |") and table.count("\n") == 2 + len(paradigms)
     return results
 
 
