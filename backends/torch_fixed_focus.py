@@ -11,8 +11,8 @@ fixed-focus model protocol of :mod:`minimal_attn.fixed_focus`:
 * ``losses(state, log_attention, paradigm) -> (A,)``, the dataset loss of each
   alpha's classifier under ``log_attention`` (A, N, m) (``-inf`` allowed);
 * ``step(state, log_attention, paradigm, lr) -> state``, one epoch of SGD with
-  momentum for every alpha's classifier (mini-batches in the same shuffled
-  order for every alpha).
+  momentum (or Adam, the authors' optimizer) for every alpha's classifier
+  (mini-batches in the same shuffled order for every alpha).
 
 The losses are those of :mod:`.torch_backend` with the fixed log-attention
 in place of the focus scores, so :math:`L^{FF,SA}, L^{FF,HA}, L^{FF,LV}` of
@@ -27,6 +27,7 @@ from minimal_attn.losses import LOSS_PARADIGMS as FF_PARADIGMS  # hybrid is a sc
 
 from . import torch_backend as tb
 from .torch_models import FCAM, ConvNet, ImageStore, classifier_config, scaled
+from .torch_train import make_optimizer
 
 
 class CNNFixedFocusModel:
@@ -39,21 +40,25 @@ class CNNFixedFocusModel:
     y : array (N,), labels 0..n_classes-1
     n_classes : int
     device : None/"auto", "cpu", "cuda", "cuda:K"
-    batch_size, momentum : SGD settings of :meth:`step`
+    batch_size, momentum : settings of :meth:`step` (momentum: SGD only)
     seed : the classifiers' initialisation and the batch order
     dataset : "cifar10" or "cifar100", picks the Appendix A.2 classifier
     chunk, width : as for :func:`.torch_models.build_fcam` (width 1 = the paper's)
+    optimizer : "sgd" (Appendix A.2) or "adam" (the authors' released code)
+    classifier : "paper" or "lenet" (:func:`.torch_models.classifier_config`)
     """
 
     def __init__(self, X, y, n_classes, device=None, batch_size=100, momentum=0.9, seed=0,
-                 dataset="cifar10", chunk=None, width=1.0):
+                 dataset="cifar10", chunk=None, width=1.0, optimizer="sgd",
+                 classifier="paper"):
         self.device = tb.get_device(device)
         self.store = ImageStore(X, self.device)
         self.y = torch.as_tensor(np.asarray(y), dtype=torch.long, device=self.device)
         self.n_classes = check_int_at_least("n_classes", n_classes, 2)
         self.batch_size = check_int_at_least("batch_size", batch_size, 1)
         self.momentum, self.seed, self.chunk = momentum, int(seed), chunk
-        self.config = scaled(classifier_config(dataset, n_classes), width)
+        self.config = scaled(classifier_config(dataset, n_classes, classifier), width)
+        self.optimizer = optimizer
         self._la = (None, None)                 # (numpy array, its device tensor)
         self._memo = {}                         # segment logits of one state
 
@@ -64,7 +69,7 @@ class CNNFixedFocusModel:
             generator = torch.Generator().manual_seed(self.seed)
             net = FCAM(None, ConvNet(self.config, generator), self.chunk)
             nets.append(net.to(self.device, memory_format=torch.channels_last))
-        opts = [torch.optim.SGD(net.parameters(), lr=0.0, momentum=self.momentum)
+        opts = [make_optimizer(self.optimizer, net.parameters(), self.momentum)
                 for net in nets]
         return {"nets": nets, "opts": opts, "epoch": 0}
 
@@ -108,7 +113,7 @@ class CNNFixedFocusModel:
         return out
 
     def step(self, state, log_attention, paradigm, lr):
-        """One epoch of SGD with momentum for every alpha's classifier, focus frozen."""
+        """One epoch of the optimizer for every alpha's classifier, focus frozen."""
         paradigm = check_paradigm(paradigm, FF_PARADIGMS)
         la = self._log_attention(log_attention)
         for i, (net, opt) in enumerate(zip(state["nets"], state["opts"])):
@@ -141,7 +146,8 @@ def cifar_model(cfg):
                                 foreground=names, seed=cfg.seed)
     X = to_float_images(splits.train.X)                                # (n, m, 3, 32, 32)
     return (CNNFixedFocusModel(X, splits.train.y, cfg.n_classes, device=cfg.device,
-                               seed=cfg.seed, dataset=cfg.setting), splits.train.z)
+                               seed=cfg.seed, dataset=cfg.setting, optimizer=cfg.optimizer,
+                               classifier=cfg.classifier), splits.train.z)
 
 
 def run_fixed_focus(cfg, progress=None):

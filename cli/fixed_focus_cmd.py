@@ -37,7 +37,7 @@ _D = FixedFocusConfig
               help=f"Epochs T [default: {_EPOCHS}; CIFAR: {_CIFAR_EPOCHS}].")
 @click.option("--lr", type=float, default=None,
               help=f"Step size [default: {_LR:g}, so epoch k is time {_LR:g}k of Theorem 1; "
-                   f"CIFAR: {_CIFAR_LR:g}].")
+                   f"CIFAR: {_CIFAR_LR:g} with sgd, 5e-4 with adam].")
 @click.option("--delta", type=float, default=default(_D, "delta"), show_default=True,
               help="Focus step of the incentive: alpha' = min(alpha + delta, 1).")
 @click.option("--paradigm", "paradigms", default="all", show_default=True,
@@ -49,6 +49,12 @@ _D = FixedFocusConfig
               help="CIFAR: number of training mosaics.")
 @click.option("--device", default=default(_D, "device"), show_default=True,
               help="CIFAR: torch device (cpu, cuda, cuda:K).")
+@click.option("--optimizer", type=click.Choice(["sgd", "adam"]), default=default(_D, "optimizer"),
+              show_default=True, help="CIFAR: sgd with momentum 0.9 (A.2) or adam (the "
+              "authors' code; lr 5e-4 unless --lr).")
+@click.option("--classifier", type=click.Choice(["paper", "lenet"]),
+              default=default(_D, "classifier"), show_default=True,
+              help="CIFAR: the paper's classifier or the authors' LeNet.")
 @click.option("--seed", type=int, default=default(_D, "seed"), show_default=True,
               help="Seed of the background draw (linear) or mosaics and CNN (CIFAR).")
 @click.option("--out", type=click.Path(file_okay=False), default=None,

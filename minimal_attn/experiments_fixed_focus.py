@@ -34,6 +34,8 @@ SETTINGS = ("linear-orthogonal", "cifar10", "cifar100")
 #: reach t = 5000 of Theorem 1) for the linear setting; a short CNN run on CIFAR.
 DEFAULT_EPOCHS_LR = {"linear-orthogonal": (1000, 5.0), "cifar10": (20, 0.01),
                      "cifar100": (20, 0.01)}
+#: CIFAR with ``optimizer="adam"``: the authors' released rate (authors-code-notes.md).
+ADAM_LR = 5e-4
 LINEAR_CLASSES = 20                    # C of Figures 2-3's bottom rows
 CSV_HEADER = ["alpha", "epoch", "loss", "incentive", "loss_closed_form",
               "incentive_closed_form"]
@@ -55,6 +57,8 @@ class FixedFocusConfig:
     data_dir: Optional[str] = None      # CIFAR: folder with cifar-10-batches-py / cifar-100-python
     n_train: int = 1000                 # CIFAR: training mosaics
     device: str = "cpu"                 # CIFAR: torch device (cpu, cuda, cuda:K)
+    optimizer: str = "sgd"              # CIFAR: sgd (momentum 0.9) or adam (authors' code)
+    classifier: str = "paper"           # CIFAR: paper (A.2's layers) or lenet (authors')
     seed: int = 0                       # background draw (linear); mosaics and CNN (CIFAR)
 
 
@@ -84,6 +88,16 @@ def resolve(cfg):
         raise InputError(f"unknown setting {cfg.setting!r}: use one of {', '.join(SETTINGS)}",
                          param="setting")
     epochs, lr = DEFAULT_EPOCHS_LR[cfg.setting]
+    for name, allowed in (("optimizer", ("sgd", "adam")), ("classifier", ("paper", "lenet"))):
+        if getattr(cfg, name) not in allowed:
+            raise InputError(f"{name} must be one of {', '.join(allowed)}, got "
+                             f"{getattr(cfg, name)!r}", param=name)
+        if cfg.setting == "linear-orthogonal" and getattr(cfg, name) != allowed[0]:
+            raise InputError(f"{name} {getattr(cfg, name)} applies to the CIFAR settings; "
+                             "the linear-orthogonal setting follows gradient flow (Theorem 1)",
+                             param=name)
+    if cfg.optimizer == "adam":
+        lr = ADAM_LR
     cfg = dataclasses.replace(cfg, epochs=epochs if cfg.epochs is None else cfg.epochs,
                               lr=lr if cfg.lr is None else cfg.lr)
     check_int_at_least("epochs", cfg.epochs, 1, param="epochs")

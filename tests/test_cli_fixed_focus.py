@@ -139,11 +139,13 @@ class StandInCNN:
 
     made = []                                           # constructor calls, for the tests
 
-    def __init__(self, X, y, n_classes, device="cpu", seed=0, dataset="cifar10"):
+    def __init__(self, X, y, n_classes, device="cpu", seed=0, dataset="cifar10",
+                 optimizer="sgd", classifier="paper"):
         assert X.dtype == np.float32 and X.ndim == 5 and X.shape[2:] == (3, 32, 32)
         assert abs(float(X.mean())) < 3                  # normalised, not 0..255
         StandInCNN.made.append({"shape": X.shape, "n_classes": n_classes, "device": device,
                                 "labels": sorted(set(y.tolist())), "dataset": dataset,
+                                "optimizer": optimizer, "classifier": classifier,
                                 "X": X, "y": y})
         self.inner = ff.LinearFixedFocusModel(X.reshape(X.shape[0], X.shape[1], -1) / 50.0,
                                               y, n_classes)
@@ -168,7 +170,8 @@ def test_cifar10_wiring(shared_data, stand_in, tmp_path):
     assert r.exit_code == 0, r.output
     made = {k: v for k, v in stand_in[0].items() if k not in ("X", "y")}
     assert made == {"shape": (9, 3, 3, 32, 32), "n_classes": 3, "device": "cpu",
-                    "labels": [0, 1, 2], "dataset": "cifar10"}
+                    "labels": [0, 1, 2], "dataset": "cifar10", "optimizer": "sgd",
+                    "classifier": "paper"}
     c = json.loads(r.stdout)["lv"]["0.5"]
     assert c["loss_closed_form"] is None and c["incentive_closed_form"] is None
     assert c["loss"][0] == pytest.approx(np.log(3)) and c["loss"][-1] < c["loss"][0]
@@ -257,3 +260,41 @@ def test_library_call_equals_the_command():
                            paradigms=["lv"])
     assert json.loads(r.stdout) == json.loads(json.dumps(fixed_focus_json(
         run_fixed_focus(cfg))))
+
+
+def test_the_authors_optimizer_and_classifier_reach_the_cnn(shared_data, stand_in, tmp_path):
+    r = run("fixed-focus", "--setting", "cifar10", "--data-dir", str(shared_data / "cifar10"),
+            "--n-train", "9", "--m", "3", "--epochs", "1", "--alphas", "0.5", "--optimizer",
+            "adam", "--classifier", "lenet", "--json")
+    assert r.exit_code == 0, r.output
+    assert (stand_in[0]["optimizer"], stand_in[0]["classifier"]) == ("adam", "lenet")
+    from minimal_attn import experiments_fixed_focus as lib
+
+    resolved = lib.resolve(lib.FixedFocusConfig(setting="cifar10", data_dir=str(tmp_path),
+                                                optimizer="adam"))
+    assert resolved.lr == 5e-4                           # the authors' rate unless --lr
+    r = run("fixed-focus", "--optimizer", "adam", "--out", str(tmp_path / "x"))
+    assert r.exit_code == 2 and "linear-orthogonal" in r.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_adam_trains_the_lenet_classifier_under_a_fixed_focus():
+    """One Adam epoch per step lowers the fixed-focus loss at alpha = 1 (the classifier
+    sees the foreground alone), from about log C at the start."""
+    torch = pytest.importorskip("torch")
+    from minimal_attn.backends.torch_fixed_focus import CNNFixedFocusModel
+
+    gen = np.random.default_rng(0)
+    X = gen.normal(size=(40, 2, 3, 32, 32)).astype(np.float32)
+    y = gen.integers(0, 3, 40)
+    X[np.arange(40), 0, y] += 1.5                       # class-coloured foreground
+    model = CNNFixedFocusModel(X, y, 3, device="cpu", batch_size=10, optimizer="adam",
+                               classifier="lenet", width=0.25)
+    state = model.init([1.0])
+    assert isinstance(state["opts"][0], torch.optim.Adam)
+    la = np.log(np.broadcast_to(np.array([1.0, 1e-30]), (1, 40, 2)))
+    before = model.losses(state, la, "sa")[0]
+    for _ in range(5):
+        state = model.step(state, la, "sa", 2e-3)
+    after = model.losses(state, la, "sa")[0]
+    assert abs(before - np.log(3)) < 0.3 and after < 0.5 * before
