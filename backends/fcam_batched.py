@@ -46,8 +46,9 @@ def train_seeds(configs, train, test, out=None, resume=False, callback=None, log
     """Train ``configs`` (one paradigm, seeds 0..S-1) together; per-seed results.
 
     With ``resume`` every seed's checkpoint must exist and hold the same epoch
-    (a seed that stopped earlier by the stop rule excepted); otherwise this
-    returns None and the caller trains the seeds separately.
+    (a seed that stopped earlier by the stop rule excepted), or none may
+    exist (a fresh start); otherwise this returns None and the caller trains
+    the seeds separately.
     """
     from .torch_batched_train import train_seeds_batched
 
@@ -56,12 +57,15 @@ def train_seeds(configs, train, test, out=None, resume=False, callback=None, log
     fingerprint = data_fingerprint(train, test)
     switch = [cfg.fixed_switch() for cfg in configs]
     history = [[] for _ in seeds]
-    start, states, seconds = 0, None, [0.0] * len(seeds)
+    start, states, seconds, metas = 0, None, [0.0] * len(seeds), []
     if resume and out is not None:
         metas = [read_checkpoint(checkpoint_path(out, cfg), CNNTrainer, cfg, fingerprint,
                                  log or (lambda line: None)) for cfg in configs]
-        if any(meta is None for meta, _ in metas):
+        if all(meta is None for meta, _ in metas):
+            metas = []                                 # nothing to resume: start fresh
+        elif any(meta is None for meta, _ in metas):
             return None
+    if metas:
         start = max(meta["epoch"] for meta, _ in metas)
         if any(meta["epoch"] != start and not cfg.stopped(meta["history"])
                for cfg, (meta, _) in zip(configs, metas)):

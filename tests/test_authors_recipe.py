@@ -309,9 +309,9 @@ def test_batched_adam_resumes_where_an_uninterrupted_run_ends(tiny_splits, tmp_p
         if epoch == 1 and len(calls) == 2 * len(SEEDS):
             raise KeyboardInterrupt
 
-    with pytest.raises(KeyboardInterrupt):
-        train_seeds(configs, tiny_splits.train, tiny_splits.test, str(tmp_path / "cut"),
-                    callback=interrupt)
+    with pytest.raises(KeyboardInterrupt):       # resume with no checkpoint: a fresh start,
+        train_seeds(configs, tiny_splits.train, tiny_splits.test,   # still batched
+                    str(tmp_path / "cut"), resume=True, callback=interrupt)
     resumed = train_seeds(configs, tiny_splits.train, tiny_splits.test, str(tmp_path / "cut"),
                           resume=True)
     assert resumed[0]["resumed_from_epoch"] == 2
