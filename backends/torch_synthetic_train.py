@@ -28,6 +28,14 @@ from minimal_attn.synthetic_tasks import LENGTH, SEQ_VOCAB, batch_stream
 
 CHECKPOINT_FORMAT = 1
 CONVERGED, FAILED = 0.95, 0.60       # Sec. 3.3: final accuracy above / below
+#: Presets of ``attn-dyn synthetic`` and of the synthetic cells: the CPU size
+#: (minutes on one core) and the paper's (Snell App. A.8: LSTM width 256).
+SYNTHETIC_SIZES = {
+    "cpu": {"seeds": 4, "steps": 1000, "hidden": 32, "embed": None, "batch_size": 32,
+            "lr": 3e-3},
+    "paper": {"seeds": 20, "steps": 3000, "hidden": 256, "embed": 256, "batch_size": 32,
+              "lr": 1e-3},
+}
 
 
 @dataclass

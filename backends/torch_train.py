@@ -2,8 +2,9 @@ r"""Training the CNN FCAM with SA, HA, LV or the hybrid (V&R Section 2.4, Table 
 
 Vashisht & Ramaswamy (2023), Section 2.4 and Appendix A.2. :func:`train_run`
 trains the CNN FCAM of :mod:`.torch_models` on image mosaics with SGD and
-momentum (Appendix A.2) or Adam (the authors' released code). The epochs, the hybrid's schedule, checkpoints, resume, divergence
-and collapse checks are the shared skeleton
+momentum (Appendix A.2) or Adam (the authors' released code). The epochs,
+the hybrid's schedule, checkpoints, resume, divergence and collapse checks are
+the shared skeleton
 :func:`minimal_attn.train_loop.run_epochs` (the linear FCAM of the core uses
 the same one, :mod:`minimal_attn.linear_train`). The result holds
 

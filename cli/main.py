@@ -28,6 +28,7 @@ COMMANDS = {
     "agreement": "agreement_cmd:agreement",
     "train-seq": "seq_train_cmd:train_seq",
     "synthetic": "synthetic_cmd:synthetic",
+    "cells": "cells_cmd:cells",
 }
 
 
@@ -142,9 +143,15 @@ def cli():
       ode          closed-form gradient-flow ODEs (Theorems 1-2, Figure 4)
       fixed-focus  fixed-focus loss and incentive curves (Figures 2-3)
       train        train FCAMs with sa/ha/lv/hybrid, report accuracy and SAIF
+      train-text   the HateXplain text FCAMs (Table 1's HateXplain rows)
     Paper 2, Snell et al. (2021), approximating single-head attention:
       ibm1         IBM Model 1 EM on a parallel corpus
       proxy        bag-of-words proxy model and its agreement with IBM Model 1
+      train-seq    one LSTM translation or classification model with attention
+      agreement    the agreement table (Table 2) of one data set
+      synthetic    copy, permutation, multi-head and keyword tasks
+    Both papers:
+      cells        paper-size experiments in short GPU jobs; the results store
     """
 
 

@@ -7,14 +7,12 @@ only when the command runs.
 
 import click
 
+# the presets live in the library; that module imports torch only inside functions
+from minimal_attn.backends.torch_synthetic_train import SYNTHETIC_SIZES
 from minimal_attn.errors import InputError
 
 TASK_NAMES = ("copy", "copy-control", "copy-mixture", "multihead", "keyword", "permute")
-#: CPU defaults (minutes on one core) and the paper's sizes (App. A.8: LSTM width 256).
-CPU_SIZE = {"seeds": 4, "steps": 1000, "hidden": 32, "embed": None, "batch_size": 32,
-            "lr": 3e-3}
-PAPER_SIZE = {"seeds": 20, "steps": 3000, "hidden": 256, "embed": 256, "batch_size": 32,
-              "lr": 1e-3}
+CPU_SIZE, PAPER_SIZE = SYNTHETIC_SIZES["cpu"], SYNTHETIC_SIZES["paper"]
 
 
 def _progress_callback(enabled):

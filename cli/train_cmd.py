@@ -14,8 +14,8 @@ from minimal_attn.backends.fcam_experiment import (
     PROTOCOL_FIELDS,
     PROTOCOLS,
     ExperimentConfig,
-    recipe_text,
     apply_protocol,
+    recipe_text,
     resume_note,
     run_experiment,
 )

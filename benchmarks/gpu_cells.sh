@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Paper-size cells on a GPU machine, within a time budget (issue 19).
+#
+#   benchmarks/gpu_cells.sh --prepare CELL...     on the development machine: copy the data
+#                                                 the cells need into .gpu_data/ (ignored) and
+#                                                 the wheels attn-dyn needs into .whl/
+#   benchmarks/gpu_cells.sh [--dry-run] [--budget SECONDS] [--card h100|h200] CELL...
+#                                                 on the GPU machine (carry .gpu_data and .whl)
+#
+# Runs the cells in the order given (default: every paper-scale cell in run order) until
+# the budget (default 480 s) is spent. The first cell always runs; a later one whose
+# estimate (an upper bound under a stop rule) exceeds what is left is skipped and says so,
+# unless --force. A running cell is stopped at the budget (its checkpoints stay in runs/cells/).
+# Each finished cell writes results/cells/NAME.json; at the end all records go into
+# $OUT/cells_results.tar.gz (when $OUT is set) with a summary, to unpack here with
+# `tar xzf cells_results.tar.gz` in the repository, then `attn-dyn cells report`.
+# --dry-run lists the cells, their estimated minutes on --card and what would run.
+set -u
+cd "$(dirname "$0")/.."
+
+DRY=0; PREP=0; FORCE=0; BUDGET=480; CARD=h100; DATA=.gpu_data
+CELLS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dry-run) DRY=1 ;;
+    --prepare) PREP=1 ;;
+    --force) FORCE=1 ;;
+    --budget) BUDGET="$2"; shift ;;
+    --card) CARD="$2"; shift ;;
+    --data) DATA="$2"; shift ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -*) echo "Error: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) CELLS+=("$1") ;;
+  esac
+  shift
+done
+PY=${PYTHON:-python3}
+command -v "$PY" >/dev/null 2>&1 || PY=python
+ATTN="$PY -m minimal_attn.cli.main"
+
+need_install() { ! $PY -c "import minimal_attn.backends, array_api_compat" >/dev/null 2>&1; }
+if [ "$PREP" = 0 ] && [ "$DRY" = 0 ] && need_install; then
+  if ls .whl/*.whl >/dev/null 2>&1; then
+    $PY -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
+      && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  fi
+  $PY -m pip install -q --no-index --no-deps --no-build-isolation -e . \
+    || { echo "Error: cannot install attn-dyn here (pip install -e . failed)" >&2; exit 2; }
+fi
+
+# cell -> its data folder and estimated minutes on the card (one line each)
+plan() {
+  $PY - "$CARD" "${CELLS[@]}" <<'PYEOF'
+import sys
+from minimal_attn import cells
+card, names = sys.argv[1], sys.argv[2:]
+table = cells.all_cells()
+names = names or [n for n, c in table.items() if c.scale == "paper"]
+for n in names:
+    if n not in table:
+        sys.exit(f"Error: unknown cell {n!r}: `attn-dyn cells list` names them")
+    c = table[n]
+    print(n, c.data or "-", f"{cells.estimate_seconds(c, card) / 60:.1f}")
+PYEOF
+}
+PLAN=$(plan) || exit 2
+
+if [ "$PREP" = 1 ]; then
+  SRC=${ATTN_DYN_DATA:-../shared/data}
+  mkdir -p "$DATA" .whl
+  for folder in $(echo "$PLAN" | awk '{print $2}' | sort -u); do
+    case "$folder" in
+      -) ;;
+      cifar10-full) [ -d "$DATA/cifar10-jpeg" ] || cp -r "$SRC/cifar10-jpeg" "$DATA/" ;;
+      *) [ -d "$DATA/$folder" ] || cp -r "$SRC/$folder" "$DATA/" ;;
+    esac
+  done
+  $PY -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+    --implementation cp --platform any -d .whl "array-api-compat>=1.4" \
+    || echo "warning: could not fetch the array-api-compat wheel into .whl/" >&2
+  du -sh "$DATA" .whl
+  echo "carry: [\"$DATA\", \".whl\"]  (with the repository at most 64 MiB)"
+  exit 0
+fi
+
+if [ "$DRY" = 1 ]; then
+  echo "gpu_cells dry run: budget ${BUDGET} s, card $CARD, data $DATA"
+  left=$BUDGET; first=1
+  while read -r name folder minutes; do
+    secs=$($PY -c "print(int(float('$minutes') * 60))")
+    if [ "$left" -le 0 ]; then state="would not start (budget spent)"
+    elif [ "$first" = 1 ] || [ "$FORCE" = 1 ] || [ "$secs" -le "$left" ]; then
+      state="would run"; left=$(( left - secs )); first=0
+    else state="would skip (estimate over the $left s left)"; fi
+    printf '%-34s %-13s %7s min  %s\n' "$name" "$folder" "$minutes" "$state"
+  done <<<"$PLAN"
+  exit 0
+fi
+
+# data: the complete CIFAR-10 from its JPEG bytes (about 10 s)
+if echo "$PLAN" | grep -q cifar10-full && [ ! -d "$DATA/cifar10-full/cifar-10-batches-py" ]; then
+  $PY "$DATA/cifar10-jpeg/to_pickles.py" "$DATA/cifar10-full" \
+    || { echo "Error: could not write $DATA/cifar10-full (run --prepare first)" >&2; exit 2; }
+fi
+
+START=$SECONDS; ROWS=(); FAILED=0; first=1
+mkdir -p runs/cells
+while read -r name folder minutes; do
+  left=$(( BUDGET - (SECONDS - START) ))
+  secs=$($PY -c "print(int(float('$minutes') * 60))")
+  if [ "$left" -lt 20 ]; then
+    ROWS+=("$name|SKIP|-|budget spent"); continue
+  fi
+  if [ "$first" = 0 ] && [ "$FORCE" = 0 ] && [ "$secs" -gt "$left" ]; then
+    ROWS+=("$name|SKIP|-|estimate ${minutes} min is over the ${left} s left"); continue
+  fi
+  first=0
+  t0=$SECONDS
+  timeout "$left" $ATTN cells run "$name" --data-root "$DATA" --device cuda \
+    >"runs/cells/$name.log" 2>&1
+  rc=$?
+  case $rc in 0) state=DONE ;; 124) state=TIMEOUT; FAILED=1 ;; *) state="FAIL($rc)"; FAILED=1 ;; esac
+  ROWS+=("$name|$state|$(( SECONDS - t0 )) s|$(tail -n 1 "runs/cells/$name.log" | cut -c1-90)")
+done <<<"$PLAN"
+
+SUMMARY=$( {
+  echo "## gpu_cells on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1) (total $(( SECONDS - START )) s)"
+  echo
+  echo "| cell | status | time | last line |"
+  echo "|---|---|---|---|"
+  for row in "${ROWS[@]}"; do IFS='|' read -r a b c d <<<"$row"; echo "| $a | $b | $c | $d |"; done
+} )
+echo "$SUMMARY"
+if [ -n "${OUT:-}" ]; then
+  echo "$SUMMARY" >"$OUT/gpu_cells_summary.md"
+  ls results/cells/*.json >/dev/null 2>&1 && tar czf "$OUT/cells_results.tar.gz" results/cells/*.json
+  tail -n 40 runs/cells/*.log >"$OUT/gpu_cells_logs.txt" 2>/dev/null
+fi
+exit $FAILED

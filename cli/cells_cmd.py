@@ -1,0 +1,102 @@
+r"""``attn-dyn cells``: paper-size experiments cut into cells, and the results store.
+
+Lists the cells with their expected time per card, runs cells into
+``results/cells/<name>.json`` (:func:`minimal_attn.cells.run_cell`) and
+regenerates ``results/README.md`` and the README's results block from the
+records (:func:`minimal_attn.results_store.write_report`).
+"""
+
+import json
+import sys
+
+import click
+
+from minimal_attn import cells as lib
+from minimal_attn.results_store import write_report
+
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+
+@click.group(context_settings=CONTEXT)
+def cells():
+    """Paper-size experiments as cells that each fit one short GPU job.
+
+    A cell is one data set, m, protocol and paradigm of V&R Table 1 with all
+    its seeds, one Snell Table 2 row, or one synthetic figure. Each finished
+    cell writes results/cells/NAME.json with its metrics per seed and its
+    provenance; `attn-dyn cells report` regenerates the tables from them.
+    benchmarks/gpu_cells.sh runs cells on a GPU machine within a time budget.
+
+    \b
+    Examples:
+      attn-dyn cells list --card h100
+      attn-dyn cells run tiny-t1-synthetic-sa
+      attn-dyn cells run t1-cifar10-m5-authors-sa --data-root DATA --device cuda
+      attn-dyn cells report
+    """
+
+
+@cells.command("list")
+@click.option("--card", type=click.Choice(sorted(lib.THROUGHPUT)), default=None,
+              help="Show the expected minutes on this card only [default: every card].")
+@click.option("--json", "as_json", is_flag=True, help="Print the cells as JSON.")
+def list_cells(card, as_json):
+    """Every cell in run order: scale, data folder and expected minutes per card."""
+    cards = [card] if card else sorted(lib.THROUGHPUT)
+    rows = []
+    for cell in lib.all_cells().values():
+        minutes = {c: lib.estimate_seconds(cell, c) / 60 for c in cards}
+        rows.append({"cell": cell.name, "kind": cell.kind, "scale": cell.scale,
+                     "data": cell.data or "-", "minutes": minutes, "title": cell.title})
+    if as_json:
+        click.echo(json.dumps(rows, indent=1))
+        return
+    click.echo(f"{'cell':32s} {'scale':5s} {'data':13s} " + " ".join(
+        f"{c + ' min':>9s}" for c in cards) + "  (over one job: *)")
+    for r in rows:
+        click.echo(f"{r['cell']:32s} {r['scale']:5s} {r['data']:13s} " + " ".join(
+            f"{r['minutes'][c]:8.1f}{'*' if r['minutes'][c] * 60 > lib.JOB_SECONDS else ' '}"
+            for c in cards))
+
+
+@cells.command("run")
+@click.argument("names", nargs=-1, required=True)
+@click.option("--data-root", type=click.Path(), default=None,
+              help="Folder holding each cell's data folder (cifar10, cifar10-full, "
+                   "hatexplain, sst2, multi30k).")
+@click.option("--results", "results_dir", type=click.Path(file_okay=False),
+              default="results", show_default=True, help="The results store.")
+@click.option("--work", type=click.Path(file_okay=False), default="runs/cells",
+              show_default=True, help="Each cell's run folder (checkpoints; a rerun resumes).")
+@click.option("--device", default="auto", show_default=True,
+              help="torch device: auto, cpu, cuda, cuda:K.")
+def run_cells(names, data_root, results_dir, work, device):
+    """Run the cells NAMES in order; each writes results/cells/NAME.json."""
+    for name in names:
+        lib.get_cell(name)                       # refuse an unknown name before any work
+    for name in names:
+        record = lib.run_cell(name, data_root, results_dir, work, device,
+                              log=lambda line: click.echo(line, err=True),
+                              command=["attn-dyn", *sys.argv[1:]])
+        p = record["provenance"]
+        click.echo(f"{name}: done in {p['wall_seconds']} s on {p['card']}; wrote "
+                   f"{results_dir}/cells/{name}.json")
+
+
+@cells.command("report")
+@click.option("--results", "results_dir", type=click.Path(file_okay=False),
+              default="results", show_default=True, help="The results store.")
+@click.option("--readme", type=click.Path(dir_okay=False), default="README.md",
+              show_default=True, help="The README whose results block to rewrite.")
+@click.option("--check", is_flag=True,
+              help="Write nothing; exit 1 if a page is out of date with the records.")
+def report(results_dir, readme, check):
+    """Regenerate results/README.md and the README's results block from the records."""
+    stale = write_report(results_dir, readme, check=check)
+    if check:
+        if stale:
+            click.echo("out of date: " + ", ".join(stale) + " (run attn-dyn cells report)")
+            sys.exit(1)
+        click.echo("results pages match the records")
+    else:
+        click.echo("rewrote " + ", ".join(stale) if stale else "already up to date")

@@ -1,0 +1,105 @@
+"""Cells and the results store: a tiny cell writes its record with provenance, the pages
+regenerate from the records, and the repository's README matches its results/ folder."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from minimal_attn import cells, results_store
+from minimal_attn.cli.main import cli
+from minimal_attn.errors import InputError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_every_cell_has_an_estimate_and_the_authors_cells_come_first():
+    names = list(cells.all_cells())
+    assert names[:4] == [f"t1-cifar10-m5-authors-{p}" for p in ("sa", "ha", "lv", "hybrid")]
+    for name, cell in cells.all_cells().items():
+        assert cell.kind in results_store.KINDS and cell.scale in results_store.SCALES
+        for card in ("h100", "h200", "cpu"):
+            assert cells.estimate_seconds(cell, card) > 0, (name, card)
+        # a faster card never takes longer
+        assert cells.estimate_seconds(cell, "h200") <= cells.estimate_seconds(cell, "h100")
+    m20 = cells.estimate_seconds(cells.get_cell("t1-cifar10-m20-authors-sa"), "h100")
+    m5 = cells.estimate_seconds(cells.get_cell("t1-cifar10-m5-authors-sa"), "h100")
+    assert m20 == pytest.approx(4 * m5, rel=1e-9)            # four times the segments
+    with pytest.raises(InputError, match="cells list"):
+        cells.get_cell("t1-cifar11")
+
+
+def test_a_tiny_cell_writes_its_record_and_the_pages_regenerate(tmp_path, torch_one_thread):
+    pytest.importorskip("torch")
+    results, readme = tmp_path / "results", tmp_path / "README.md"
+    readme.write_text("intro\n" + results_store.BEGIN + "old\n" + results_store.END + "\nend\n")
+    record = cells.run_cell("tiny-t1-synthetic-sa", None, str(results), str(tmp_path / "w"),
+                            device="cpu", command=["test"])
+    saved = json.loads((results / "cells" / "tiny-t1-synthetic-sa.json").read_text())
+    assert saved == json.loads(json.dumps(record))
+    test = saved["result"]["test"]
+    assert len(test["saif"]["per_seed"]) == 2
+    assert test["accuracy"]["mean"] == pytest.approx(sum(test["accuracy"]["per_seed"]) / 2)
+    p = saved["provenance"]
+    assert p["device"] == "cpu" and p["card"] == "CPU" and p["command"] == "test"
+    assert p["torch"] and p["wall_seconds"] > 0 and p["date"].startswith("20")
+    assert saved["settings"]["optimizer"] == "adam" and saved["settings"]["seeds"] == 2
+    # pages: stale until written, then up to date
+    assert set(results_store.write_report(str(results), str(readme), check=True)) == {
+        str(results / "README.md"), str(readme)}
+    results_store.write_report(str(results), str(readme))
+    assert results_store.write_report(str(results), str(readme), check=True) == []
+    text = readme.read_text()
+    assert text.startswith("intro\n") and text.endswith("\nend\n") and "old" not in text
+    assert "synthetic images, m = 3, sa" in text and "tiny" in text
+    # a rerun resumes the finished checkpoints instead of training again
+    again = cells.run_cell("tiny-t1-synthetic-sa", None, str(results), str(tmp_path / "w"),
+                           device="cpu")
+    assert again["result"] == record["result"]
+
+
+def test_a_malformed_record_is_named_in_one_line(tmp_path):
+    folder = tmp_path / "cells"
+    folder.mkdir()
+    (folder / "x.json").write_text("{not json")
+    with pytest.raises(InputError, match=r"x\.json cannot be read"):
+        results_store.read_cells(str(tmp_path))
+    (folder / "x.json").write_text(json.dumps({"cell": "x"}))
+    with pytest.raises(InputError, match="not a cell record"):
+        results_store.read_cells(str(tmp_path))
+
+
+def test_the_repository_readme_matches_its_results():
+    """The README's results block and results/README.md are what the records give."""
+    stale = results_store.write_report(str(ROOT / "results"), str(ROOT / "README.md"),
+                                       check=True)
+    assert stale == [], "run `attn-dyn cells report` and commit the pages"
+
+
+def test_cells_commands(tmp_path):
+    runner = CliRunner()
+    r = runner.invoke(cli, ["cells", "list", "--card", "h100"])
+    assert r.exit_code == 0 and "t1-cifar10-m5-authors-sa" in r.output
+    r = runner.invoke(cli, ["cells", "list", "--json"])
+    rows = json.loads(r.output)
+    assert {"h100", "h200", "cpu"} == set(rows[0]["minutes"])
+    r = runner.invoke(cli, ["cells", "run", "nope", "--results", str(tmp_path / "r")])
+    assert r.exit_code == 2 and r.output.count("Error:") == 1
+    assert not (tmp_path / "r").exists()
+    r = runner.invoke(cli, ["cells", "run", "t1-cifar10-m5-authors-sa", "--data-root",
+                            str(tmp_path), "--results", str(tmp_path / "r")])
+    assert r.exit_code == 2 and "cifar10-full" in r.output and not (tmp_path / "r").exists()
+
+
+def test_gpu_cells_dry_run_lists_cells_with_times():
+    script = ROOT / "benchmarks" / "gpu_cells.sh"
+    out = subprocess.run(["bash", str(script), "--dry-run", "--card", "h100",
+                          "t1-cifar10-m5-authors-sa", "tiny-t1-synthetic-sa"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120,
+                         env=dict(os.environ, PYTHON=os.environ.get("PYTHON", "python")))
+    assert out.returncode == 0, out.stderr
+    assert "t1-cifar10-m5-authors-sa" in out.stdout and "min" in out.stdout
+    assert "tiny-t1-synthetic-sa" in out.stdout
