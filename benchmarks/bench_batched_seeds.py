@@ -1,6 +1,7 @@
 """Training throughput: S seeds of one paradigm batched vs S sequential ``train_run`` calls.
 
-Both sides do the same work: S seeds x E epochs of SGD with momentum on the same
+Both sides do the same work: S seeds x E epochs of SGD with momentum (or Adam,
+``--optimizer adam``, with the mirrored start) on the same
 mosaics (``load_mosaic_splits("synthetic", ...)``), a test evaluation after
 every epoch and a final train and test evaluation per seed.
 
@@ -28,6 +29,8 @@ import torch
 
 from minimal_attn import PARADIGMS
 from minimal_attn.backends import torch_backend as tb
+from minimal_attn.backends.fcam_cost import bound_report
+from minimal_attn.backends.torch_models import classifier_config, focus_config, scaled
 from minimal_attn.backends.torch_batched_train import train_seeds_batched
 from minimal_attn.backends.torch_train import TrainConfig, train_run
 from minimal_attn.datasets import load_mosaic_splits
@@ -73,6 +76,8 @@ def main():
                              "(default: loop on cpu, all three on cuda)")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument("--optimizer", default="sgd", choices=("sgd", "adam"))
+    parser.add_argument("--classifier", default="paper", choices=("paper", "lenet"))
     args = parser.parse_args()
     try:
         device = tb.get_device(args.device)
@@ -85,7 +90,9 @@ def main():
     splits = load_mosaic_splits("synthetic", args.m, args.n_train, args.n_test)
     seeds = list(range(args.seeds))
     config = TrainConfig(paradigm=args.paradigm, epochs=args.epochs, batch_size=args.batch,
-                         width=args.width, device=str(device), switch_epoch=args.epochs // 2)
+                         width=args.width, device=str(device), switch_epoch=args.epochs // 2,
+                         optimizer=args.optimizer, classifier=args.classifier,
+                         focus_init="mirror" if args.optimizer == "adam" else "zero")
     variants = {"sequential": sequential}
     variants.update({f"batched ({mode})": batched(mode) for mode in modes})
 
@@ -106,6 +113,7 @@ def main():
           f"threads {torch.get_num_threads()}")
     print(f"{args.seeds} seeds, paradigm {args.paradigm}, m={args.m}, width {args.width}, "
           f"n_train {args.n_train}, n_test {args.n_test}, batch {args.batch}, "
+          f"{args.optimizer}, {args.classifier} classifier, "
           f"{args.epochs} epoch(s), best of {args.rounds} round(s)")
     work = args.seeds * args.epochs * args.n_train
     base = seconds["sequential"]
@@ -114,6 +122,11 @@ def main():
     for variant, sec in seconds.items():
         print(f"{variant:<24}{sec:>9.2f}{work / sec:>11.1f}{base / sec:>21.2f}"
               f"{cpu[variant]:>8.2f}{cpu['sequential'] / cpu[variant]:>11.2f}")
+    best = min(seconds, key=seconds.get)
+    focus = scaled(focus_config(config.dataset, config.focus_init), args.width)
+    classifier = scaled(classifier_config(config.dataset, 3, config.classifier), args.width)
+    print(f"bound ({best}, mosaics/s summed over seeds, epochs' evaluations included): "
+          + bound_report(work / seconds[best], focus, classifier, args.m, args.paradigm, name))
 
 
 if __name__ == "__main__":

@@ -191,3 +191,26 @@ def test_reduced_width_keeps_last_hidden_layers_alive_on_cifar(shared_data):
             report = dead_units(net, images)
             for name, dead, units in report[-2:]:         # the 64- and 10-unit layers
                 assert dead <= units // 2, (seed, name, dead, units)
+
+
+def test_fcam_cost_counts_the_flops_torch_counts():
+    """The bound's FLOPs per mosaic against torch's own FLOP counter, forward and backward,
+    for the paper's and the authors' networks (hand count of LeNet's forward as well)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from minimal_attn.backends.fcam_cost import bound_report, forward_macs, train_flops_per_mosaic
+
+    lenet = classifier_config("cifar10", 3, kind="lenet")
+    assert forward_macs(lenet) == (28 * 28 * 6 * 75 + 10 * 10 * 16 * 150 + 400 * 120
+                                   + 120 * 84 + 84 * 10 + 10 * 3)
+    for classifier in (classifier_config("cifar10", 3), lenet):
+        model = build_fcam("cifar10", 3, 0, classifier_cfg=classifier)
+        X, y = torch.randn(2, 5, 3, 32, 32), torch.tensor([0, 2])
+        for paradigm in ("sa", "lv"):
+            with FlopCounterMode(display=False) as counter:
+                tb.loss(paradigm, *model(X, paradigm), y).backward()
+            ours = 2 * train_flops_per_mosaic(focus_config(), classifier, 5, paradigm)
+            # torch also skips the first convolution's input gradient: ours is an upper bound
+            assert 0.9 * ours <= counter.get_total_flops() <= ours
+    line = bound_report(10_000, focus_config(), lenet, 5, "sa", "NVIDIA H100 80GB HBM3")
+    assert "of the FP32 peak" in line and "mosaics/s" in line
