@@ -2,8 +2,8 @@ r"""Training S seeds of one paradigm together as one :class:`.torch_batched.Batc
 
 Vashisht & Ramaswamy (2023), Section 2.4 and Appendix A.2 (SGD with momentum,
 or Adam as in the authors' released code; 12 seeds per paradigm for Table 1).
-:func:`train_seeds_batched` is ``torch_train.train_run`` for S seeds at once: the same initialisations
-(``build_fcam(seed=s)``), the same per-seed shuffling
+:func:`train_seeds_batched` is ``torch_train.train_run`` for S seeds at once:
+the same initialisations (``build_fcam(seed=s)``), the same per-seed shuffling
 (``torch.Generator().manual_seed(s)``), the same losses and inference rules
 (:mod:`.torch_backend`), the same hybrid schedule and per-phase learning rate,
 the same stop rule (a seed that reached ``stop_loss`` leaves the batch: it is
