@@ -38,9 +38,10 @@
 # shared machine one thread (the default) is faster. `TABLE1_CPU=reduced` runs
 # a small version in a few minutes; `TABLE1_CPU_OUT` sets the output folder
 # (default `runs/table1_cpu`), `TABLE1_CPU_DEVICE=cuda` runs the same on a GPU.
-# `TABLE1_CPU_PARADIGMS=sa,lv` trains only those paradigms (both recipes), so the
-# work can be spread over processes; a final run without it finds every run
-# finished in its checkpoints and only evaluates, tabulates and plots.
+# `TABLE1_CPU_PARADIGMS=sa,lv` trains only those paradigms and
+# `TABLE1_CPU_RECIPES=paper_sgd` only that recipe, so the work can be spread
+# over processes; a final run without them finds every run finished in its
+# checkpoints and only evaluates, tabulates and plots.
 # With `TABLE1_CPU_UPDATE_README=1` the script rewrites the README's CPU table
 # (between its `table1-cpu` markers) from these results. Nothing here is tuned
 # after the fact: the numbers printed are the results.
@@ -70,6 +71,7 @@ DEVICE = os.environ.get("TABLE1_CPU_DEVICE", "cpu")
 THREADS = int(os.environ.get("TABLE1_CPU_THREADS", "1"))
 README = Path(__file__).resolve().parent.parent / "README.md"
 ONLY = [p for p in os.environ.get("TABLE1_CPU_PARADIGMS", "").split(",") if p]
+RECIPES = [r for r in os.environ.get("TABLE1_CPU_RECIPES", "").split(",") if r]
 
 folder = shared_data("cifar10")
 if folder is None:
@@ -112,12 +114,15 @@ def log(line):
 
 runs = {}
 for name, config in (("authors", authors), ("paper_sgd", paper)):
+    if RECIPES and name not in RECIPES:
+        continue
     t0 = time.perf_counter()
     results, meta = run_experiment(config, out=str(OUT / name), resume=True, log=log)
     runs[name] = (results, meta, time.perf_counter() - t0)
     print(f"{name}: {runs[name][2]:.0f} s")
-if ONLY:
-    print(f"trained {', '.join(ONLY)}; rerun without TABLE1_CPU_PARADIGMS to collect")
+if ONLY or RECIPES:
+    print(f"trained {', '.join(ONLY or PARADIGMS)} ({', '.join(RECIPES or runs)}); rerun "
+          "without TABLE1_CPU_PARADIGMS and TABLE1_CPU_RECIPES to collect")
     sys.exit(0)
 
 # %% [markdown]
