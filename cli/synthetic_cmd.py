@@ -41,7 +41,8 @@ def _progress_callback(enabled):
     return update
 
 
-@click.command()
+@click.command(context_settings={"help_option_names": ["-h", "--help"]},
+               short_help="Snell et al.'s synthetic tasks: copy, permutations, multi-head, keyword.")
 @click.argument("task", type=click.Choice(TASK_NAMES))
 @click.option("--seeds", type=int, default=None,
               help=f"Seeds per condition [CPU {CPU_SIZE['seeds']}, paper {PAPER_SIZE['seeds']}].")
