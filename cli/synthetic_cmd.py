@@ -42,7 +42,8 @@ def _progress_callback(enabled):
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]},
-               short_help="Snell et al.'s synthetic tasks: copy, permutations, multi-head, keyword.")
+               short_help="Snell et al.'s synthetic tasks: copy, permutations, "
+                          "multi-head, keyword.")
 @click.argument("task", type=click.Choice(TASK_NAMES))
 @click.option("--seeds", type=int, default=None,
               help=f"Seeds per condition [CPU {CPU_SIZE['seeds']}, paper {PAPER_SIZE['seeds']}].")
