@@ -186,21 +186,45 @@ def lv_from_log_lik(scores, log_lik, weight=None):
     r"""LV loss from the label log-likelihoods :math:`\ell\ell_j = \log\sigma_y(g(x_j))`.
 
     :math:`L = -\sum_n w_n \log\sum_j a_{nj} e^{\ell\ell_{nj}}`; returns ``(loss,
-    dscores, dlog_lik)``. With the posterior over segments
-    :math:`\gamma_j = a_j\sigma_y(g(x_j)) / \sum_k a_k\sigma_y(g(x_k))`,
-    V&R Eq. (12) on the scores is :math:`\partial L/\partial f_j = w(a_j - \gamma_j)`,
-    and :math:`\partial L/\partial\ell\ell_j = -w\gamma_j`.
+    dscores, dlog_lik)``. With :math:`p_j = \sigma_y(g(x_j))`, the marginal
+    :math:`M = \sum_k a_k p_k` and the posterior over segments
+    :math:`\gamma_j = a_j p_j / M`, V&R Eq. (12) on the scores is
+    :math:`\partial L/\partial f_j = w(a_j - \gamma_j)`, and
+    :math:`\partial L/\partial\ell\ell_j = -w\gamma_j`.
+
+    Both are written so that they keep their digits where the classifier and
+    the attention saturate. The loss: near :math:`M = 1`, :math:`-\log M` is
+    :math:`-\operatorname{log1p}(-q)` with :math:`q = 1 - M = \sum_j a_j (1 - p_j)`
+    and :math:`1 - p_j = -\operatorname{expm1}(\ell\ell_j)`, each term exact. The
+    focus gradient, as the pairwise form of :func:`softmax_backward`:
+
+    .. math:: a_j - \gamma_j = \frac{a_j}{M}\sum_k a_k (p_k - p_j),\qquad
+              p_k - p_j = \pm e^{\max(\ell\ell_j, \ell\ell_k)}
+              \bigl(-\operatorname{expm1}(-|\ell\ell_k - \ell\ell_j|)\bigr),
+
+    every factor taken in log space, so nothing cancels and nothing overflows.
     """
     xp = get_xp(scores, log_lik)
     w = _weights(xp, log_lik.shape[-2], weight, log_lik)               # (N,)
     log_a = log_softmax(scores)                                        # (N, m)
-    joint = log_a + log_lik                                            # (N, m) log a_j sigma_y
-    # log sum_j a_j sigma_y <= 0 (a probability); rounding can put it 1 ulp above
+    joint = log_a + log_lik                                            # (N, m) log a_j p_j
+    # log M <= 0 (a probability); rounding can put it 1 ulp above
     log_marginal = xp.minimum(logsumexp(joint, axis=-1, keepdims=True), 0.0)  # (N, 1)
-    loss = -xp.sum(w * log_marginal[..., 0], axis=-1)
+    q = xp.sum(xp.exp(log_a) * -xp.expm1(log_lik), axis=-1)            # (N,) 1 - M, exact
+    half = log_marginal[..., 0] > -0.6931471805599453                  # M > 1/2: use q
+    nll = xp.where(half, -xp.log1p(-xp.where(half, q, xp.zeros_like(q))),
+                   -log_marginal[..., 0])                              # (N,) -log M
+    loss = xp.sum(w * nll, axis=-1)
     # backward
     gamma = xp.exp(joint - log_marginal)                               # (N, m) posterior
-    dscores = w[:, None] * (xp.exp(log_a) - gamma)                     # V&R Eq. (12)
+    ll_j, ll_k = log_lik[..., :, None], log_lik[..., None, :]          # (N, m, 1), (N, 1, m)
+    gap = xp.abs(ll_k - ll_j)                                          # (N, m, m)
+    size = xp.where(xp.isnan(gap), xp.zeros_like(gap), -xp.expm1(-gap))  # -inf pairs: 0
+    sign = xp.where(ll_k > ll_j, xp.ones_like(gap), -xp.ones_like(gap))
+    log_scale = (log_a[..., :, None] + log_a[..., None, :] + xp.maximum(ll_j, ll_k)
+                 - log_marginal[..., None])                            # <= 0: no overflow
+    a_minus_gamma = xp.sum(sign * size * xp.exp(log_scale), axis=-1)  # (N, m)
+    dscores = w[:, None] * a_minus_gamma                               # V&R Eq. (12)
     dlog_lik = -w[:, None] * gamma                                     # (N, m)
     return loss, dscores, dlog_lik
 

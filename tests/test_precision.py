@@ -1,4 +1,4 @@
-"""Focus gradients at nearly one-hot attention against a 200-digit reference, V&R Eqs. (8), (10).
+"""Focus gradients and losses at saturation against a 200-digit reference, V&R Eqs. (8), (10), (12).
 
 At nearly one-hot attention the centred terms of V&R Eq. (8) (``x_j - x~``) and
 Eq. (10) (``ell_j - L``) subtract almost equal numbers; written as sums of
@@ -6,7 +6,10 @@ pairwise differences (:func:`minimal_attn.losses.softmax_backward`) they keep
 their digits. The reference evaluates the equations as printed, in mpmath at
 200 significant digits, so cancellation cannot touch it (80 digits, the issue's
 figure, are not enough once the classifier saturates too: ``w_y - sum_k sigma_k w_k``
-with ``1 - sigma_y ~ 1e-80`` needs them all).
+with ``1 - sigma_y ~ 1e-80`` needs them all). LV (Eq. (12)) has its own two
+cancellations: ``a_j - gamma_j`` at nearly one-hot attention and ``-log M`` at a
+marginal likelihood M next to 1 (a true loss of 1e-66); both are written exactly
+(:func:`minimal_attn.losses.lv_from_log_lik`).
 """
 
 import numpy as np
@@ -51,6 +54,29 @@ def _reference_du(paradigm, W, u, X, y):
         return np.array([float(v) for v in total])
 
 
+def _reference_lv(W, u, X, y):
+    """(loss, grad_u) of the batch-mean LV loss, V&R Eq. (12) as printed, 200 digits:
+    -grad_u = sum_j (gamma_j - a_j) x_j with gamma_j = a_j p_j / sum_k a_k p_k."""
+    with mp.workdps(200):
+        N, m, d = X.shape
+        W, u = mp.matrix(W.tolist()), mp.matrix(list(map(float, u)))
+        loss, total = mp.mpf(0), mp.matrix(d, 1)
+        for n in range(N):
+            xs = [mp.matrix(list(map(float, X[n, j]))) for j in range(m)]
+            f = [(u.T * x)[0] for x in xs]
+            z = sum(mp.exp(fj) for fj in f)
+            a = [mp.exp(fj) / z for fj in f]
+            p = []
+            for x in xs:
+                logits = W * x
+                p.append(mp.exp(logits[int(y[n])]) / sum(mp.exp(v) for v in logits))
+            M = sum(a[j] * p[j] for j in range(m))
+            loss -= mp.log(M) / N
+            for j in range(m):
+                total += (a[j] - a[j] * p[j] / M) * xs[j] / N
+        return float(loss), np.array([float(v) for v in total])
+
+
 def _check(paradigm, W, u, X, y, rtol=1e-9):
     _, grads = fcam.loss_and_grad({"W": W, "u": u}, X, y, paradigm)
     ref = _reference_du(paradigm, W, u, X, y)
@@ -86,3 +112,38 @@ def test_random_nearly_one_hot_cases(seed, paradigm, m, gap):
     # rtol 1e-6: the rounding of the inputs alone (logits W x_j in float64) can cost
     # digits when two segments' losses are close; the naive centred form misses it
     _check(paradigm, W, u, X, y, rtol=1e-6)
+
+
+@settings(max_examples=20)
+@given(seed=st.integers(0, 2**31 - 1), m=st.integers(2, 4), gap=st.floats(20.0, 45.0),
+       scale=st.floats(0.5, 3.0))
+def test_lv_loss_and_focus_gradient_keep_their_digits(seed, m, gap, scale):
+    """Nearly one-hot attention and a saturated classifier: the LV loss is tiny (down to
+    1e-60 and below) and a_j - gamma_j cancels in the printed form."""
+    rng = np.random.default_rng(seed)
+    N, d, C = 2, 3, 3
+    u = rng.standard_normal(d)
+    u /= np.linalg.norm(u)
+    X = 300.0 * rng.standard_normal((N, m, d))
+    X += ((gap * np.arange(m, 0, -1))[None, :, None] - (X @ u)[..., None]) * u
+    X += rng.standard_normal((N, m, d))
+    W = scale * rng.standard_normal((C, d))
+    y = rng.integers(C, size=N)
+    value, grads = fcam.loss_and_grad({"W": W, "u": u}, X, y, "lv")
+    ref_loss, ref_du = _reference_lv(W, u, X, y)
+    assert value == pytest.approx(ref_loss, rel=1e-9, abs=0.0)
+    # rtol 1e-6 as above: the inputs' own rounding (logits W x_j) can cost digits
+    assert np.linalg.norm(grads["u"] - ref_du) <= 1e-6 * np.linalg.norm(ref_du), (
+        grads["u"], ref_du)
+
+
+def test_lv_tiny_loss_is_not_rounded_to_zero():
+    """One segment carries all the attention and the classifier is sure of the label:
+    the loss is about 1e-66, not 0 (the printed -log sum_j a_j p_j rounds it away)."""
+    X, y = np.array([[[150.0], [100.0]]]), np.array([0])
+    W, u = np.array([[1.0], [0.0]]), np.array([1.0])
+    value, grads = fcam.loss_and_grad({"W": W, "u": u}, X, y, "lv")
+    ref_loss, ref_du = _reference_lv(W, u, X, y)
+    assert 1e-70 < ref_loss < 1e-60
+    assert value == pytest.approx(ref_loss, rel=1e-12, abs=0.0)
+    assert grads["u"][0] == pytest.approx(ref_du[0], rel=1e-9, abs=0.0)
