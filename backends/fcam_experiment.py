@@ -90,15 +90,16 @@ def run_experiment(c, out=None, resume=False, progress=None, log=None, on_epoch=
     log = log or (lambda line: None)
     check_config(c)
     if resume and out is None:
-        raise InputError("resume=True needs out: the folder whose checkpoints/ to resume from",
-                         param="out")
+        raise InputError("resume needs out: the folder whose checkpoints/ to continue from",
+                         param=("resume", "out"))
     if c.batch_seeds:
         _check_batched(c)
     if out is not None:
         check_writable(out)
     run_one, momentum, device = _trainer(c)
-    check_memory(estimate_bytes(c), f"{c.n_train + c.n_test} mosaics of m={c.m}",
-                 "n_train, n_test or m")
+    stacked = f" and {c.seeds} stacked models" if c.batch_seeds and c.seeds > 1 else ""
+    check_memory(estimate_bytes(c), f"{c.n_train + c.n_test} mosaics of {c.m} segments{stacked}",
+                 ("n_train", "n_test", "m") + (("seeds",) if stacked else ()))
     from minimal_attn.datasets import load_mosaic_splits
 
     source = "synthetic-vectors" if (c.backend, c.dataset) == ("numpy", "synthetic") \
