@@ -33,7 +33,7 @@ from minimal_attn.experiment_config import (  # noqa: F401 (the API in one place
     estimate_bytes,
     resume_note,
 )
-from minimal_attn.resources import check_memory
+from minimal_attn.resources import check_memory, check_steps
 from minimal_attn.train_loop import TrainConfig, checkpoint_path, paper_setting
 from minimal_attn.train_report import HistoryLog, aggregate, write_results
 
@@ -100,6 +100,8 @@ def run_experiment(c, out=None, resume=False, progress=None, log=None, on_epoch=
     stacked = f" and {c.seeds} stacked models" if c.batch_seeds and c.seeds > 1 else ""
     check_memory(estimate_bytes(c), f"{c.n_train + c.n_test} mosaics of {c.m} segments{stacked}",
                  ("n_train", "n_test", "m") + (("seeds",) if stacked else ()))
+    check_steps(-(-c.n_train // c.batch_size) * c.epochs * c.seeds * len(c.paradigms),
+                "training every paradigm and seed", ("epochs", "seeds"))
     from minimal_attn.datasets import load_mosaic_splits
 
     source = "synthetic-vectors" if (c.backend, c.dataset) == ("numpy", "synthetic") \

@@ -11,6 +11,7 @@ named.
 
 import json
 import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -57,14 +58,26 @@ def overrides(draw, table, flags=(), max_size=3):
     return args + draw(st.lists(st.sampled_from(flags), unique=True)) if flags else args
 
 
+#: A tiny run ends in seconds; one still going after this was never refused (a hang).
+LIMIT_S = 60
+
+
+def _hang(signum, frame):
+    raise TimeoutError(f"still running after {LIMIT_S} s: a run that should be tiny or refused")
+
+
 def check(args, root):
     """Run ``attn-dyn ARGS`` in ``root``: success, or exit 2, one line, ``root`` unchanged."""
     before = sweep.snapshot(root)
     cwd = os.getcwd()
     os.chdir(root)
+    old = signal.signal(signal.SIGALRM, _hang)
+    signal.alarm(LIMIT_S)
     try:
         r = CliRunner().invoke(cli, [str(a).format(root=root) for a in args])
     finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
         os.chdir(cwd)
     if r.exception is not None and not isinstance(r.exception, SystemExit):
         raise AssertionError(f"traceback for {args}") from r.exception
