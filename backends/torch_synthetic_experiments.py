@@ -47,6 +47,7 @@ from .torch_synthetic_train import (
     check_device,
     estimate_bytes,
     per_run_curves,
+    read_checkpoint,
     train_runs,
 )
 
@@ -214,6 +215,9 @@ def run_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_dir
 def _run(task, config, seeds, first_seed, heads, pool, out_dir, resume, callback, log):
     phase_cb = (lambda phase: (lambda *a: callback(phase, *a))) if callback else (lambda p: None)
     extra = {}
+    ckpt = os.path.join(out_dir, "checkpoints", "train.ckpt") if out_dir else None
+    if resume and ckpt:            # a damaged checkpoint is refused before the head screening
+        read_checkpoint(ckpt, None, settings=False)       # (train_runs warns of .prev)
     if task == "keyword":
         config = replace(config, uniform=True)
     if task == "multihead":
@@ -224,7 +228,6 @@ def _run(task, config, seeds, first_seed, heads, pool, out_dir, resume, callback
                  "skipped": skipped, "heads": heads}
     else:
         runs = plain_runs(task, seeds, first_seed)
-    ckpt = os.path.join(out_dir, "checkpoints", "train.ckpt") if out_dir else None
     curves = train_runs(runs, config, ckpt, phase_cb("training"), resume, log)
     objects = per_run_curves(curves, runs)
     conditions = {}

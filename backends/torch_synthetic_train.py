@@ -164,15 +164,17 @@ def _save(path, state):
     write_checkpoint(path, lambda f: torch.save(state, f))
 
 
-def read_checkpoint(path, meta, log=None):
-    """The saved state at ``path`` (or its ``.prev``) for runs whose settings are ``meta``."""
+def read_checkpoint(path, meta, log=None, settings=True):
+    """The saved state at ``path`` (or its ``.prev``) for runs whose settings are ``meta``
+    (``settings=False``: any readable synthetic checkpoint)."""
     def same_settings(state, candidate):
         if state.get("meta") != meta:
             raise InputError(f"checkpoint {candidate} was written with different settings; "
                              "use the same options or another --out")
 
     return load_guarded(path, read_torch, lambda s: check_format(s, CHECKPOINT_FORMAT, KIND),
-                        same_settings, fix="delete it or use another --out", log=log)
+                        same_settings if settings else None,
+                        fix="delete it or use another --out", log=log)
 
 
 def _record(curves, step, scores):

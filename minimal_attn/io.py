@@ -155,6 +155,7 @@ def undo_on_refusal(path):
     everything: the checkpoints are what a rerun continues from.
     """
     before = _tree(path) if path is not None else set()
+    folders = {p: os.stat(p) for p in before if os.path.isdir(p) and not os.path.islink(p)}
     try:
         yield
     except InputError:
@@ -165,6 +166,9 @@ def undo_on_refusal(path):
                         os.rmdir(new)
                     else:
                         os.unlink(new)
+            for folder, st in folders.items():     # their listings are as before: so the times
+                with contextlib.suppress(OSError):
+                    os.utime(folder, ns=(st.st_atime_ns, st.st_mtime_ns))
         raise
 
 

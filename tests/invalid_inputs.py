@@ -253,6 +253,8 @@ CASES = [
     _c("syn-resume-random-bytes", *SYN, "--resume", "--out", "{syn_random}", needs="torch"),
     _c("syn-resume-truncated", *SYN, "--resume", "--out", "{syn_cut}", needs="torch"),
     _c("syn-resume-other-command", *SYN, "--resume", "--out", "{syn_foreign}", needs="torch"),
+    _c("syn-multihead-resume-random-bytes", "synthetic", "multihead", *SYN[2:], "--heads",
+       "2", "--pool", "2", "--resume", "--out", "{syn_random}", needs="torch"),
     _c("syn-head-pool-random-bytes", "synthetic", "multihead", *SYN[2:], "--heads", "2",
        "--pool", "2", "--out", "{syn_pool}", needs="torch"),
     _c("syn-hidden-huge", *SYN, "--hidden", "300000", "--out", "{out}", needs="torch"),
