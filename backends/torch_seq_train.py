@@ -25,16 +25,11 @@ from typing import Optional
 import numpy as np
 import torch
 
-from minimal_attn.checkpoints import (
-    check_format,
-    load_guarded,
-    read_json,
-    read_torch,
-    write_checkpoint,
-)
+from minimal_attn.checkpoints import check_format, load_guarded, read_json, write_checkpoint
 from minimal_attn.errors import InputError, check_positive
 from minimal_attn.io import atomic_open, ensure_dir, write_json
 
+from .torch_backend import read_torch
 from .torch_seq_eval import evaluate, loss_on_batch
 from .torch_seq_inputs import check_int, check_run, load_embeddings, pick_device
 from .torch_seq_models import ATTENTIONS, Classifier, Seq2Seq

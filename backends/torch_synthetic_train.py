@@ -21,7 +21,7 @@ from typing import Optional
 
 import numpy as np
 
-from minimal_attn.checkpoints import check_format, load_guarded, read_torch, write_checkpoint
+from minimal_attn.checkpoints import check_format, load_guarded, write_checkpoint
 from minimal_attn.errors import InputError
 from minimal_attn.synthetic_tasks import LENGTH, SEQ_VOCAB, batch_stream
 
@@ -171,6 +171,8 @@ def read_checkpoint(path, meta, log=None, settings=True):
         if state.get("meta") != meta:
             raise InputError(f"checkpoint {candidate} was written with different settings; "
                              "use the same options or another --out")
+
+    from .torch_backend import read_torch
 
     return load_guarded(path, read_torch, lambda s: check_format(s, CHECKPOINT_FORMAT, KIND),
                         same_settings if settings else None,

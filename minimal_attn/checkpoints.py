@@ -95,10 +95,3 @@ def load_guarded(path, read, check=None, settings=None, what="checkpoint", fix="
 def read_json(path):
     with open(path, encoding="utf-8") as f:
         return json.load(f)
-
-
-def read_torch(path):
-    """A torch checkpoint as plain tensors and containers (never unpickles code)."""
-    import torch
-
-    return torch.load(path, map_location="cpu", weights_only=True)
