@@ -38,7 +38,7 @@ from minimal_attn.experiment_config import (  # noqa: F401 (the API in one place
     estimate_bytes,
     resume_note,
 )
-from minimal_attn.resources import check_memory
+from minimal_attn.resources import check_memory, check_steps
 from minimal_attn.train_loop import TrainConfig, checkpoint_path, paper_setting
 from minimal_attn.train_report import (
     HistoryLog,
@@ -103,15 +103,18 @@ def run_experiment(c, out=None, resume=False, progress=None, log=None, on_epoch=
     log = log or (lambda line: None)
     check_config(c)
     if resume and out is None:
-        raise InputError("resume=True needs out: the folder whose checkpoints/ to resume from",
-                         param="out")
+        raise InputError("resume needs out: the folder whose checkpoints/ to continue from",
+                         param=("resume", "out"))
     if c.batch_seeds:
         _check_batched(c)
     if out is not None:
         check_writable(out)
     run_one, momentum, device = _trainer(c)
-    check_memory(estimate_bytes(c), f"{c.n_train + c.n_test} mosaics of m={c.m}",
-                 "n_train, n_test or m")
+    stacked = f" and {c.seeds} stacked models" if c.batch_seeds and c.seeds > 1 else ""
+    check_memory(estimate_bytes(c), f"{c.n_train + c.n_test} mosaics of {c.m} segments{stacked}",
+                 ("n_train", "n_test", "m") + (("seeds",) if stacked else ()))
+    check_steps(-(-c.n_train // c.batch_size) * c.epochs * c.seeds * len(c.paradigms),
+                "training every paradigm and seed", ("epochs", "seeds"))
     from minimal_attn.datasets import load_mosaic_splits
 
     source = "synthetic-vectors" if (c.backend, c.dataset) == ("numpy", "synthetic") \

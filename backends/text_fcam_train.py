@@ -36,12 +36,14 @@ from minimal_attn import PARADIGMS, hatexplain
 from minimal_attn import hatexplain_report as report
 from minimal_attn.errors import InputError, check_int_at_least, check_paradigm, check_positive
 from minimal_attn.experiment_config import check_writable
+from minimal_attn.io import undo_on_refusal
 from minimal_attn.linear_train import data_fingerprint
+from minimal_attn.resources import check_memory, check_steps
 from minimal_attn.train_loop import TrainConfig, checkpoint_path, run_epochs
 from minimal_attn.train_report import HistoryLog, write_results
 
 from . import torch_backend as tb
-from .torch_text_fcam import TextFCAMConfig, build_text_fcam, check_embedding
+from .torch_text_fcam import TextFCAMConfig, build_text_fcam, check_embedding, estimate_bytes
 from .torch_train import CNNTrainer
 
 #: Appendix A.3: loss paradigm -> lr (both embeddings); the hybrid's HA phase uses 0.01.
@@ -259,8 +261,8 @@ def _check(config, out_dir, resume):
     if not 0 < t.threshold < 1:
         raise InputError(f"threshold must lie in (0, 1), got {t.threshold}", param="threshold")
     if resume and out_dir is None:
-        raise InputError("resume needs out: the folder whose checkpoints/ to resume from",
-                         param="out")
+        raise InputError("resume needs out: the folder whose checkpoints/ to continue from",
+                         param=("resume", "out"))
     if out_dir is not None:
         check_writable(out_dir)
 
@@ -289,9 +291,32 @@ def run_hatexplain(config, data_dir, out_dir=None, resume=False, progress=None, 
         torch.set_num_threads(_named(check_int_at_least, "threads", config.threads, 1))
     device = str(tb.get_device(config.train.device))
     data = hatexplain.read_hatexplain(data_dir)
+    if not len(data.splits["test"].y):
+        raise InputError(f"no post of {data_dir} is in the test split, which the models are "
+                         "scored on; check the split file (or orig_split)", param="data_dir")
     vocab, enc = hatexplain.encode_splits(data, config.min_count, config.max_len)
     config = replace(config, train=replace(config.train, device=device,
                                            n_classes=len(hatexplain.CLASSES[data.layout])))
+    _check_size(config, enc, len(vocab), paradigms)
+    with undo_on_refusal(out_dir):
+        return _train_all(config, data, data_dir, vocab, enc, paradigms, device, out_dir,
+                          resume, progress, log, on_epoch)
+
+
+def _check_size(config, enc, vocab_size, paradigms):
+    """Refuse, before the first step, a run that cannot fit in memory or finish."""
+    t, n = config.train, sum(len(e.y) for e in enc.values())
+    length = max(e.ids.shape[1] for e in enc.values())
+    need = estimate_bytes(TextFCAMConfig(vocab_size, t.n_classes, t.embedding), t.batch_size,
+                          length, n)
+    check_memory(need, f"the {t.embedding} text FCAM ({vocab_size} words, {n} posts of up "
+                 f"to {length} tokens)", param="batch_size")
+    steps = -(-len(enc["train"].y) // t.batch_size) * t.epochs * config.seeds * len(paradigms)
+    check_steps(steps, "training every paradigm and seed", param=("epochs", "seeds"))
+
+
+def _train_all(config, data, data_dir, vocab, enc, paradigms, device, out_dir, resume,
+               progress, log, on_epoch):
     history = HistoryLog(out_dir)
     epoch_done = history.epoch_callback(log, _format_epoch, on_epoch)
 

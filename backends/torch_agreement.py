@@ -23,19 +23,21 @@ from typing import Optional
 import numpy as np
 
 from minimal_attn import agreement_table, logistic_proxy, proxy
-from minimal_attn.errors import InputError
-from minimal_attn.io import atomic_open, ensure_dir, write_csv, write_json, write_text
+from minimal_attn.checkpoints import load_guarded
+from minimal_attn.io import (
+    atomic_open,
+    check_output_dir,
+    ensure_dir,
+    undo_on_refusal,
+    write_csv,
+    write_json,
+    write_text,
+)
+from minimal_attn.resources import check_memory, check_steps
 from minimal_attn.seq_data import load_text_task
 
-from .torch_seq_train import (
-    SeqTrainConfig,
-    check_int,
-    load_rows,
-    load_run,
-    pick_device,
-    save_rows,
-    train_seq,
-)
+from .torch_seq_inputs import check_embeddings, check_int, check_run, pick_device
+from .torch_seq_train import SeqTrainConfig, load_rows, load_run, save_rows, train_seq
 
 
 @dataclass
@@ -74,12 +76,20 @@ def _fingerprint(*parts):
     return h.hexdigest()
 
 
+CACHES = ("proxy.npz", "logistic.npz")
+
+
+def _read_cache(path):
+    """The rows cached at ``path`` (None if absent); a damaged cache is refused in one line."""
+    return load_guarded(path, load_rows, lambda r: None if "key" in r else "not a cache",
+                        what="cached proxy", fix="delete it to fit the proxy again", prev=False)
+
+
 def _cached_rows(path, key, compute):
     """``compute()`` saved at ``path`` with ``key``; reused when the key matches."""
-    if os.path.exists(path):
-        rows = load_rows(path)
-        if str(rows.get("key")) == key:
-            return rows
+    rows = _read_cache(path)
+    if rows is not None and str(rows["key"]) == key:
+        return rows
     rows = compute()
     save_rows(path, {**rows, "key": np.array(key)})
     return rows
@@ -111,24 +121,38 @@ def _logistic_rows(task, c):
             "val_accuracy": np.array(info["val_accuracy"])}
 
 
-def prepare(c, out_dir):
+def prepare(c, out_dir, proxy_too=False):
     """Check the options, load the data (before anything is written), then create ``out_dir``.
 
-    Returns the :class:`~minimal_attn.seq_data.TextTask` and the resolved base
+    Every model (and with ``proxy_too`` the proxy) is checked to fit in memory
+    and finish before the first is trained. Returns the
+    :class:`~minimal_attn.seq_data.TextTask` and the resolved base
     :class:`SeqTrainConfig`; a new SentencePiece model is saved as ``out_dir/spm.model``.
     """
     check_int("proxy_epochs", c.proxy_epochs, 1)
     check_int("proxy_d", c.proxy_d, 1)
+    check_int("vocab_size", c.vocab_size, 4)
     pick_device(c.device)
     base = SeqTrainConfig(task=c.task, steps=c.steps, batch_size=c.batch_size, lr=c.lr,
                           hidden=c.hidden, emb=c.emb, out_hidden=c.out_hidden,
                           eval_every=c.eval_every, seed=c.seed, bleu=c.bleu,
                           train_eval=c.train_eval, device=c.device).resolved()
+    if c.embeddings is not None:
+        check_embeddings(c.embeddings, base.emb if c.task == "classify" else base.hidden)
+    check_output_dir(out_dir)
     spm_file = os.path.join(out_dir, "spm.model")
     task = load_text_task(c.task, c.dataset, c.data_dir, c.max_train, c.max_val, c.vocab_size,
                           model_file=spm_file if os.path.exists(spm_file) else None)
-    if c.embeddings is not None and not os.path.isfile(c.embeddings):
-        raise InputError(f"embeddings file {c.embeddings} does not exist", param="embeddings")
+    check_run(task, base)
+    if proxy_too:
+        for name in CACHES:                   # refused now, not after training every model
+            _read_cache(os.path.join(out_dir, name))
+        batch = proxy.ProxyConfig().batch_size
+        check_memory(proxy.proxy_bytes(task.n_vocab, task.n_out, len(task.val_src), c.proxy_d,
+                                       batch),
+                     f"the proxy model (d = {c.proxy_d}, {task.n_vocab} words)", param="proxy_d")
+        check_steps(c.proxy_epochs * -(-len(task.train_src) // batch), "training the proxy",
+                    param="proxy_epochs")
     ensure_dir(out_dir)
     if task.tokenizer_model is not None and not os.path.exists(spm_file):
         with atomic_open(spm_file, "wb") as f:
@@ -136,24 +160,32 @@ def prepare(c, out_dir):
     return task, base
 
 
-def train_one(config, attention, out_dir, callback=None):
+def train_one(config, attention, out_dir, callback=None, log=None):
     """Train (or continue) one model of ``config`` with ``attention`` in ``out_dir``.
 
-    ``callback(event, info)`` as in ``train_seq``. Returns its result dict.
+    ``callback(event, info)`` as in ``train_seq``; ``log(line)`` warnings. Returns
+    its result dict. A run refused midway (it diverged) leaves ``out_dir`` as it was.
     """
-    task, base = prepare(config, out_dir)
-    return train_seq(task, replace(base, attention=attention), out_dir, callback=callback,
-                     embeddings=config.embeddings)
+    with undo_on_refusal(out_dir):
+        task, base = prepare(config, out_dir)
+        return train_seq(task, replace(base, attention=attention), out_dir, callback=callback,
+                         embeddings=config.embeddings, log=log)
 
 
-def run_agreement(config, out_dir, callback=None):
+def run_agreement(config, out_dir, callback=None, log=None):
     """Run or reuse every model of one row, then write the table; returns agreement.json's dict.
 
     ``callback(model, event, info)``: ``model`` names the run (standard, second,
-    uniform, frozen, proxy, logistic), ``event``/``info`` as in ``train_seq``.
+    uniform, frozen, proxy, logistic), ``event``/``info`` as in ``train_seq``;
+    ``log(line)``: warnings. A run refused midway (a model diverged, a file it
+    reads back is unreadable) leaves ``out_dir`` as it found it.
     """
-    c = config
-    task, base = prepare(c, out_dir)
+    with undo_on_refusal(out_dir):
+        return _run_agreement(config, out_dir, callback, log)
+
+
+def _run_agreement(c, out_dir, callback, log):
+    task, base = prepare(c, out_dir, proxy_too=True)
     runs = {"standard": base, "second": replace(base, seed=c.seed + 1),
             "uniform": replace(base, attention="uniform")}
     if c.task == "classify" and c.frozen:
@@ -165,7 +197,7 @@ def run_agreement(config, out_dir, callback=None):
                 callback(name, event, info)
         folder = os.path.join(out_dir, "runs", name)
         train_seq(task, rc, folder, callback=report,
-                  embeddings=c.embeddings if rc.attention != "frozen" else None)
+                  embeddings=c.embeddings if rc.attention != "frozen" else None, log=log)
         loaded[name] = load_run(folder)
     key = _fingerprint(task.info, len(task.train_src), c.proxy_d, c.proxy_epochs, c.seed,
                        c.train_eval)

@@ -65,6 +65,12 @@ def get_device(name=None):
 
 
 # --------------------------------------------------------------- primitives
+def read_torch(path):
+    """A torch checkpoint as plain tensors and containers, on the CPU (never unpickles code);
+    for :func:`minimal_attn.checkpoints.load_guarded`."""
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
 def logsumexp(z, axis=-1, keepdims=False):
     """log(sum(exp(z))) along ``axis``; torch shifts by the max, and all -inf gives -inf."""
     return torch.logsumexp(z, dim=axis, keepdim=keepdims)

@@ -15,6 +15,7 @@ Batches: step s uses positions s*B .. (s+1)*B - 1 of a stream of per-epoch
 permutations drawn from ``seed``, so the data order needs no saved state.
 """
 
+import functools
 import hashlib
 import json
 import os
@@ -24,25 +25,20 @@ from typing import Optional
 import numpy as np
 import torch
 
-from minimal_attn.errors import InputError, check_int_at_least, check_positive
+from minimal_attn.checkpoints import check_format, load_guarded, read_json, write_checkpoint
+from minimal_attn.errors import InputError, check_positive
 from minimal_attn.io import atomic_open, ensure_dir, write_json
 
+from .torch_backend import read_torch
 from .torch_seq_eval import evaluate, loss_on_batch
+from .torch_seq_inputs import check_int, check_run, load_embeddings, pick_device
 from .torch_seq_models import ATTENTIONS, Classifier, Seq2Seq
 
 PAPER = {"classify": {"steps": 4000, "batch_size": 32, "emb": 300,
                       "first_evals": (0, 10, 50, 100, 150, 200, 250), "every": 250},
          "translate": {"steps": 20000, "batch_size": 16, "emb": None,
                        "first_evals": (0, 50, 100, 500, 1000, 1500), "every": 2000}}
-FORMAT = 1
-
-
-def check_int(name, value, low):
-    """:func:`check_int_at_least` with the parameter named, so the CLI names its option."""
-    try:
-        return check_int_at_least(name, value, low)
-    except InputError as exc:
-        raise InputError(str(exc), param=name) from None
+FORMAT, KIND = 2, "seq"
 
 
 @dataclass
@@ -81,6 +77,7 @@ class SeqTrainConfig:
         for name in ("steps", "batch_size", "hidden", "emb", "out_hidden", "eval_every"):
             check_int(name, getattr(c, name), 1)
         check_int("train_eval", c.train_eval, 0)
+        check_int("seed", c.seed, 0)
         if c.task == "translate" and c.hidden % 2:
             raise InputError(f"hidden must be even for translation, got {c.hidden}",
                              param="hidden")
@@ -97,36 +94,10 @@ class SeqTrainConfig:
         return sorted(steps)
 
 
-def pick_device(device):
-    if device is None:
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if str(device).startswith("cuda") and not torch.cuda.is_available():
-        raise InputError("--device cuda was asked for but CUDA is not available; use cpu",
-                         param="device")
-    return str(device)
-
-
 def build_model(task, c):
     if task.task == "classify":
         return Classifier(task.n_vocab, c.emb, c.hidden, c.attention)
     return Seq2Seq(task.n_vocab, c.hidden, c.out_hidden, 2, c.dropout, c.attention)
-
-
-def load_embeddings(model, path, itos):
-    """Copy GloVe-format vectors (``word v1 .. vE`` per line) into the rows of known words."""
-    weight, index, found = model.embed.weight, {w: i for i, w in enumerate(itos)}, 0
-    try:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                parts = line.rstrip().split(" ")
-                if parts[0] in index and len(parts) - 1 == weight.shape[1]:
-                    with torch.no_grad():
-                        weight[index[parts[0]]] = torch.tensor([float(v) for v in parts[1:]])
-                    found += 1
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"cannot read embeddings {path}: {exc}; give a GloVe text file "
-                         "whose width equals the embedding width", param="embeddings") from None
-    return found
 
 
 def data_fingerprint(task):
@@ -199,12 +170,35 @@ def _evaluate_all(model, task, c, step, device):
     return record, arrays
 
 
-def train_seq(task, config, out_dir, callback=None, embeddings=None):
+def read_checkpoint(path, comparable, fingerprint, log=None):
+    """The state saved at ``path`` (or its ``.prev``) if it belongs to this run, else None."""
+    def same_run(state, candidate):
+        if state.get("config") != comparable or state.get("data") != fingerprint:
+            raise InputError(f"{os.path.dirname(candidate)} holds a run with other settings "
+                             "or data; use the same options or another --out", param="out")
+
+    return load_guarded(path, read_torch, lambda state: check_format(state, FORMAT, KIND),
+                        same_run, fix="delete it (the run starts again) or use another --out",
+                        log=log)
+
+
+def _write_changed(path, obj):
+    """``write_json`` unless ``path`` already holds ``obj`` (a reused run touches nothing)."""
+    try:
+        if read_json(path) == json.loads(json.dumps(obj)):
+            return
+    except (OSError, ValueError):
+        pass
+    write_json(path, obj)
+
+
+def train_seq(task, config, out_dir, callback=None, embeddings=None, log=None):
     """Train one model on ``task`` (a :class:`minimal_attn.seq_data.TextTask`) into ``out_dir``.
 
     Continues from ``out_dir/checkpoint.pt`` when it exists (and was written with
-    the same settings and data). ``callback(event, info)`` reports progress:
-    ``("start", {"total", "done"})``, ``("step", {"step", "loss"})``, ``("eval", record)``.
+    the same settings and data; an unreadable one falls back to its ``.prev``).
+    ``callback(event, info)`` reports progress: ``("start", {"total", "done"})``,
+    ``("step", {"step", "loss"})``, ``("eval", record)``; ``log(line)`` warnings.
 
     Returns
     -------
@@ -213,28 +207,26 @@ def train_seq(task, config, out_dir, callback=None, embeddings=None):
     """
     c = config.resolved()
     device = pick_device(c.device)
-    ensure_dir(out_dir)
+    check_run(task, c)
     ckpt_path, fingerprint = os.path.join(out_dir, "checkpoint.pt"), data_fingerprint(task)
     comparable = {k: v for k, v in asdict(c).items() if k != "device"}
+    state = read_checkpoint(ckpt_path, comparable, fingerprint, log)
     torch.manual_seed(c.seed)
     model = build_model(task, c).to(device)
     if embeddings is not None:
-        load_embeddings(model, embeddings, task.itos)
+        load_embeddings(model, embeddings, task.itos, log)
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=c.lr)
     step, history = 0, []
-    if os.path.exists(ckpt_path):
-        state = torch.load(ckpt_path, map_location="cpu", weights_only=False)  # RNG states: CPU
-        if state.get("format") != FORMAT or state["config"] != comparable \
-                or state["data"] != fingerprint:
-            raise InputError(f"{out_dir} holds a run with other settings or data; use the same "
-                             "options or another --out", param="out")
+    ensure_dir(out_dir)
+    if state is not None:
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         torch.set_rng_state(state["rng"])
         if state.get("cuda_rng") is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state(state["cuda_rng"])
         step, history = state["step"], state["history"]
-    write_json(os.path.join(out_dir, "config.json"), {**asdict(c), "data": task.info})
+        _write_changed(os.path.join(out_dir, "history.json"), history)  # the checkpoint's
+    _write_changed(os.path.join(out_dir, "config.json"), {**asdict(c), "data": task.info})
     evals, done = c.eval_steps(), {h["step"] for h in history}
     if callback:
         callback("start", {"total": c.steps, "done": step})
@@ -245,12 +237,12 @@ def train_seq(task, config, out_dir, callback=None, embeddings=None):
             save_rows(os.path.join(out_dir, f"eval_{step:06d}.npz"), arrays)
             history.append(record)
             write_json(os.path.join(out_dir, "history.json"), history)
-            with atomic_open(ckpt_path, "wb") as f:
-                torch.save({"format": FORMAT, "config": comparable, "data": fingerprint,
-                            "model": model.state_dict(), "opt": opt.state_dict(),
-                            "rng": torch.get_rng_state(), "step": step, "history": history,
-                            "cuda_rng": (torch.cuda.get_rng_state()
-                                         if str(device).startswith("cuda") else None)}, f)
+            saved = {"format": FORMAT, "kind": KIND, "config": comparable, "data": fingerprint,
+                     "model": model.state_dict(), "opt": opt.state_dict(),
+                     "rng": torch.get_rng_state(), "step": step, "history": history,
+                     "cuda_rng": (torch.cuda.get_rng_state()
+                                  if str(device).startswith("cuda") else None)}
+            write_checkpoint(ckpt_path, functools.partial(torch.save, saved))
             if callback:
                 callback("eval", record)
         if step >= c.steps:
@@ -259,20 +251,40 @@ def train_seq(task, config, out_dir, callback=None, embeddings=None):
         loss = loss_on_batch(model, task, [task.train_src[i] for i in idx],
                              [task.train_tgt[i] for i in idx], device)
         if not torch.isfinite(loss):
-            raise InputError(f"training diverged at step {step} (loss {float(loss)}); "
+            raise InputError(f"training diverged at step {step} (loss {loss.item()}); "
                              "lower --lr", param="lr")
         opt.zero_grad()
         loss.backward()
-        opt.step()
+        try:
+            opt.step()
+        except RuntimeError as exc:                 # an lr near float32's largest number
+            if "overflow" not in str(exc):
+                raise
+            raise InputError(f"training diverged at step {step} (the update overflows); "
+                             "lower --lr", param="lr") from None
         step += 1
         if callback:
             callback("step", {"step": step, "loss": loss.item()})
     return {"config": asdict(c), "history": history, "out_dir": out_dir}
 
 
+def _history_problem(history):
+    ok = isinstance(history, list) and all(isinstance(h, dict) and "step" in h for h in history)
+    return None if ok else "not a history of evaluations"
+
+
 def load_run(out_dir):
     """The history of a finished or partial run and its evaluation arrays by step."""
-    with open(os.path.join(out_dir, "history.json")) as f:
-        history = json.load(f)
-    return history, {h["step"]: load_rows(os.path.join(out_dir, f"eval_{h['step']:06d}.npz"))
-                     for h in history}
+    fix = f"delete the folder {out_dir} to train that model again"
+    history = load_guarded(os.path.join(out_dir, "history.json"), read_json, _history_problem,
+                           what="history", fix=fix, prev=False)
+    if history is None:
+        raise InputError(f"{out_dir} holds no history.json; {fix}")
+    arrays = {}
+    for h in history:
+        path = os.path.join(out_dir, f"eval_{h['step']:06d}.npz")
+        arrays[h["step"]] = load_guarded(path, load_rows, what="evaluation file", fix=fix,
+                                         prev=False)
+        if arrays[h["step"]] is None:
+            raise InputError(f"evaluation file {path} is missing; {fix}")
+    return history, arrays

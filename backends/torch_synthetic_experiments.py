@@ -35,10 +35,21 @@ import numpy as np
 
 from minimal_attn import synthetic_plots as plots
 from minimal_attn import synthetic_tasks as tasks
-from minimal_attn.errors import InputError
-from minimal_attn.io import ensure_dir, write_json
+from minimal_attn.checkpoints import load_guarded, read_json
+from minimal_attn.errors import InputError, check_int_at_least, check_positive
+from minimal_attn.io import check_output_dir, ensure_dir, undo_on_refusal, write_json
+from minimal_attn.resources import check_memory, check_steps
 
-from .torch_synthetic_train import CONVERGED, FAILED, Run, per_run_curves, train_runs
+from .torch_synthetic_train import (
+    CONVERGED,
+    FAILED,
+    Run,
+    check_device,
+    estimate_bytes,
+    per_run_curves,
+    read_checkpoint,
+    train_runs,
+)
 
 TASKS = {
     "copy": ("permutation", "control"),
@@ -59,9 +70,8 @@ TITLES = {
 INDEPENDENT_HEAD_OFFSET = 100_000     # unscreened heads never reuse a pool candidate
 
 
-def _check_count(name, value):
-    if int(value) != value or value < 1:
-        raise InputError(f"{name} must be an integer >= 1, got {value}", param=name)
+def _check_count(name, value, low=1):
+    check_int_at_least(name, value, low, param=name)
 
 
 def fractions(seed_objects):
@@ -78,22 +88,25 @@ def plain_runs(task, seeds, first_seed):
             for cond in TASKS[task] for s in range(first_seed, first_seed + seeds)]
 
 
-def screen_heads(first_seed, pool, config, out_dir, callback=None, resume=True):
+def _pool_problem(cached):
+    keys = {"meta", "good", "bad", "final_accuracy"}
+    return None if isinstance(cached, dict) and keys <= set(cached) else "not a head pool"
+
+
+def screen_heads(first_seed, pool, config, out_dir, callback=None, resume=True, log=None):
     """Good/bad labels of ``pool`` candidate heads (Sec. 5.2 rejection sampling), cached."""
     runs = [Run("permutation", c, init_seed=first_seed, head_seeds=[c], data_seed=first_seed,
                 label="candidate") for c in range(pool)]
     meta = {"first_seed": first_seed, "pool": pool,
             "config": {k: v for k, v in asdict(config).items() if k != "device"}}
     path = os.path.join(out_dir, "head_pool.json") if out_dir else None
-    if path and os.path.exists(path):
-        import json
-
-        with open(path) as f:
-            cached = json.load(f)
-        if cached.get("meta") == meta:
+    if path:
+        cached = load_guarded(path, read_json, _pool_problem, what="head pool cache",
+                              fix="delete it to screen the heads again", prev=False)
+        if cached is not None and cached["meta"] == meta:
             return cached
     ckpt = os.path.join(out_dir, "checkpoints", "head_pool.ckpt") if out_dir else None
-    curves = train_runs(runs, config, ckpt, callback, resume)
+    curves = train_runs(runs, config, ckpt, callback, resume, log)
     final = [float(a) for a in curves["accuracy"][-1]]
     result = {"meta": meta, "final_accuracy": final,
               "good": [c for c, a in enumerate(final) if a > CONVERGED],
@@ -147,8 +160,33 @@ def _count_table_figure(task, first_seed, out_dir):
     return name
 
 
+def check_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_dir=None):
+    """Refuse, before any work, a setting that cannot run, fit in memory or finish."""
+    if task not in TASKS:
+        raise InputError(f"unknown task {task!r}: use one of {', '.join(TASKS)}", param="task")
+    for name, value in (("seeds", seeds), ("steps", config.steps), ("hidden", config.hidden),
+                        ("batch_size", config.batch_size), ("n_test", config.n_test),
+                        ("eval_every", config.eval_every), ("heads", heads), ("pool", pool)):
+        _check_count(name, value)
+    if config.embed is not None:
+        _check_count("embed", config.embed)
+    _check_count("first_seed", first_seed, 0)
+    check_positive("lr", config.lr, param="lr")
+    check_device(config.device)
+    check_steps(config.steps, f"training {task}", param="steps")
+    if task == "multihead":
+        n_runs, size = max(pool, 3 * seeds), ("seeds", "pool", "hidden", "batch_size")
+    else:
+        n_runs, size = seeds * len(TASKS[task]), ("seeds", "hidden", "batch_size")
+    vocab = max(tasks.SEQ_VOCAB.get(c, tasks.LENGTH) for c in TASKS[task]) + 1
+    check_memory(estimate_bytes(n_runs, config, vocab, heads if task == "multihead" else 1),
+                 f"{n_runs} batched run(s) of LSTM width {config.hidden}", param=size)
+    if out_dir is not None:
+        check_output_dir(out_dir)
+
+
 def run_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_dir=None,
-                  resume=False, callback=None):
+                  resume=False, callback=None, log=None):
     """Train ``task`` over ``seeds`` seeds per condition; write results.json and figures.
 
     Parameters
@@ -160,31 +198,37 @@ def run_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_dir
     resume : continue from the checkpoints in ``out_dir`` (the head pool cache is
         reused whenever its settings match)
     callback : optional ``callback(phase, step, total, loss)``
+    log : optional ``log(line)`` for warnings
 
     Returns
     -------
     dict: ``seeds`` (first condition), ``converged_fraction``, ``failed_fraction``,
-    ``conditions`` {name: {"seeds", fractions}}, and per task extras.
+    ``conditions`` {name: {"seeds", fractions}}, and per task extras. A run
+    refused midway (it diverged) leaves ``out_dir`` as it found it.
     """
-    if task not in TASKS:
-        raise InputError(f"unknown task {task!r}: use one of {', '.join(TASKS)}", param="task")
-    for name, value in (("seeds", seeds), ("steps", config.steps), ("hidden", config.hidden),
-                        ("eval_every", config.eval_every), ("heads", heads), ("pool", pool)):
-        _check_count(name, value)
+    check_synthetic(task, config, seeds, first_seed, heads, pool, out_dir)
+    with undo_on_refusal(out_dir):
+        return _run(task, config, seeds, first_seed, heads, pool, out_dir, resume, callback,
+                    log)
+
+
+def _run(task, config, seeds, first_seed, heads, pool, out_dir, resume, callback, log):
     phase_cb = (lambda phase: (lambda *a: callback(phase, *a))) if callback else (lambda p: None)
     extra = {}
+    ckpt = os.path.join(out_dir, "checkpoints", "train.ckpt") if out_dir else None
+    if resume and ckpt:            # a damaged checkpoint is refused before the head screening
+        read_checkpoint(ckpt, None, settings=False)       # (train_runs warns of .prev)
     if task == "keyword":
         config = replace(config, uniform=True)
     if task == "multihead":
         screened = screen_heads(first_seed, pool, config, out_dir, phase_cb("screening heads"),
-                                resume)
+                                resume, log)
         runs, skipped = multihead_runs(seeds, first_seed, heads, screened)
         extra = {"head_pool": {k: screened[k] for k in ("good", "bad", "final_accuracy")},
                  "skipped": skipped, "heads": heads}
     else:
         runs = plain_runs(task, seeds, first_seed)
-    ckpt = os.path.join(out_dir, "checkpoints", "train.ckpt") if out_dir else None
-    curves = train_runs(runs, config, ckpt, phase_cb("training"), resume)
+    curves = train_runs(runs, config, ckpt, phase_cb("training"), resume, log)
     objects = per_run_curves(curves, runs)
     conditions = {}
     for obj in objects:

@@ -16,17 +16,16 @@ curves) is written atomically to ``checkpoint``; ``train_runs`` resumes from it
 exactly (the data stream is a function of the step, so nothing else is saved).
 """
 
-import os
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
 import numpy as np
 
+from minimal_attn.checkpoints import check_format, load_guarded, write_checkpoint
 from minimal_attn.errors import InputError
-from minimal_attn.io import atomic_open, ensure_dir
 from minimal_attn.synthetic_tasks import LENGTH, SEQ_VOCAB, batch_stream
 
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT, KIND = 2, "synthetic"
 CONVERGED, FAILED = 0.95, 0.60       # Sec. 3.3: final accuracy above / below
 #: Presets of ``attn-dyn synthetic`` and of the synthetic cells: the CPU size
 #: (minutes on one core) and the paper's (Snell App. A.8: LSTM width 256).
@@ -66,17 +65,37 @@ class Run:
     label: str = ""                   # condition shown in results/figure (default: condition)
 
 
+def check_device(name):
+    """Refuse a device other than cpu or cuda, and cuda without a visible GPU."""
+    if name in (None, "cpu"):
+        return "cpu"
+    if name != "cuda":
+        raise InputError(f"unknown device {name!r}: use cpu or cuda", param="device")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise InputError("device cuda requested but no CUDA GPU is visible; use --device cpu",
+                         param="device")
+    return "cuda"
+
+
 def _device(name):
     import torch
 
-    if name in (None, "cpu"):
-        return torch.device("cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise InputError("device cuda requested but no CUDA GPU is visible; use --device cpu",
-                         param="device")
-    if name != "cuda":
-        raise InputError(f"unknown device {name!r}: use cpu or cuda", param="device")
-    return torch.device("cuda")
+    return torch.device(check_device(name))
+
+
+def estimate_bytes(n_runs, config, n_vocab, heads=1):
+    """Memory ``n_runs`` batched runs need (bytes, an estimate): the parameters with their
+    gradients and two Adam moments, the activations one step keeps for the backward
+    pass, and the fixed test sequences."""
+    E, H, V, L = config.embed or config.hidden, config.hidden, n_vocab, LENGTH
+    size = 8 if config.dtype == "float64" else 4
+    lstm = (E + H + 1) * 4 * H
+    params = 2 * V * E + 2 * lstm + heads * H * H + 2 * H * H + H + H * V + V
+    # per sequence: embeddings, gates and states of two LSTMs, attention, N and logits
+    step = config.batch_size * L * (2 * (E + 7 * H) + heads * L + 3 * H + 3 * V)
+    return n_runs * (size * (4 * params + 2 * step) + 8 * 2 * L * config.n_test)
 
 
 def _stack_batches(runs, step, n, device):
@@ -150,9 +169,22 @@ def _comparable(runs, config):
 def _save(path, state):
     import torch
 
-    ensure_dir(os.path.dirname(os.path.abspath(path)))
-    with atomic_open(path, "wb") as f:
-        torch.save(state, f)
+    write_checkpoint(path, lambda f: torch.save(state, f))
+
+
+def read_checkpoint(path, meta, log=None, settings=True):
+    """The saved state at ``path`` (or its ``.prev``) for runs whose settings are ``meta``
+    (``settings=False``: any readable synthetic checkpoint)."""
+    def same_settings(state, candidate):
+        if state.get("meta") != meta:
+            raise InputError(f"checkpoint {candidate} was written with different settings; "
+                             "use the same options or another --out")
+
+    from .torch_backend import read_torch
+
+    return load_guarded(path, read_torch, lambda s: check_format(s, CHECKPOINT_FORMAT, KIND),
+                        same_settings if settings else None,
+                        fix="delete it or use another --out", log=log)
 
 
 def _record(curves, step, scores):
@@ -161,7 +193,7 @@ def _record(curves, step, scores):
         curves.setdefault(k, []).append(v)
 
 
-def train_runs(runs, config, checkpoint=None, callback=None, resume=True):
+def train_runs(runs, config, checkpoint=None, callback=None, resume=True, log=None):
     """Train ``runs`` as one seed-batched model; return per-run curves.
 
     Parameters
@@ -170,9 +202,11 @@ def train_runs(runs, config, checkpoint=None, callback=None, resume=True):
     config : SyntheticConfig
     checkpoint : path or None; written after every evaluation
     resume : continue from ``checkpoint`` when it exists (a mismatched one raises
-        InputError); False starts afresh and overwrites it
+        InputError; an unreadable one falls back to its ``.prev``); False starts
+        afresh and overwrites it
     callback : optional ``callback(step, total_steps, mean_loss)`` after every step
         (``mean_loss`` is a float at evaluation steps, else None: reading it syncs a GPU)
+    log : optional ``log(line)`` for warnings (a checkpoint replaced by its ``.prev``)
 
     Returns
     -------
@@ -185,11 +219,8 @@ def train_runs(runs, config, checkpoint=None, callback=None, resume=True):
     keyword, device = _is_keyword(runs), params["enc_Wx"].device
     meta = _comparable(runs, config)
     curves, start = {"step": []}, 0
-    if resume and checkpoint is not None and os.path.exists(checkpoint):
-        state = torch.load(checkpoint, map_location="cpu", weights_only=True)
-        if state.get("format") != CHECKPOINT_FORMAT or state["meta"] != meta:
-            raise InputError(f"checkpoint {checkpoint} was written with different settings; "
-                             "use the same options or another --out")
+    state = read_checkpoint(checkpoint, meta, log) if resume and checkpoint else None
+    if state is not None:
         with torch.no_grad():
             for k, v in state["params"].items():
                 params[k].copy_(v)
@@ -203,8 +234,14 @@ def train_runs(runs, config, checkpoint=None, callback=None, resume=True):
         loss, _ = _loss(params, batch, keyword, config.uniform)
         optimizer.zero_grad(set_to_none=True)
         loss.sum().backward()                       # each run gets its own gradient
-        optimizer.step()
         done = step + 1
+        try:
+            optimizer.step()
+        except RuntimeError as exc:                 # an lr near float32's largest number
+            if "overflow" not in str(exc):
+                raise
+            raise InputError(f"training diverged at step {done} (the update overflows); "
+                             "lower --lr", param="lr") from None
         if done % config.eval_every == 0 or done == config.steps:
             value = float(loss.detach().mean())
             if not np.isfinite(value):
@@ -212,7 +249,8 @@ def train_runs(runs, config, checkpoint=None, callback=None, resume=True):
                                  param="lr")
             _record(curves, done, evaluate(params, runs, config))
             if checkpoint is not None:
-                _save(checkpoint, {"format": CHECKPOINT_FORMAT, "meta": meta, "step": done,
+                _save(checkpoint, {"format": CHECKPOINT_FORMAT, "kind": KIND, "meta": meta,
+                                   "step": done,
                                    "params": {k: v.detach().cpu() for k, v in params.items()},
                                    "optimizer": optimizer.state_dict(), "curves": curves})
             if callback is not None:

@@ -77,6 +77,18 @@ def check_embedding(name):
     return key
 
 
+def estimate_bytes(config, batch_size, length, n_posts):
+    """Memory one text FCAM needs (bytes, an estimate): parameters with gradients and
+    momentum, the padded splits on the device, and one batch's activations kept for the
+    backward pass (the self-attention layer's (B, heads, L, L) scores included)."""
+    D, F, G = config.embed_dim, config.focus_width(), config.classifier_hidden
+    params = config.vocab_size * D + 4 * D * D + 2 * D * config.ff_hidden + D * (F + G)
+    B, L = min(batch_size, n_posts), length
+    per_token = 3 * D + config.ff_hidden + F + G + config.n_classes
+    attention = config.heads * L if config.embedding == "self-attention" else 0
+    return 4 * 3 * params + 10 * n_posts * L + 4 * 3 * B * L * (per_token + attention)
+
+
 def positional_encoding(length, dim, device=None):
     r"""Sinusoidal positions of Vaswani et al. (2017): (length, dim), sin on even, cos on odd."""
     pos = torch.arange(length, dtype=torch.float32, device=device)[:, None]        # (L, 1)

@@ -209,7 +209,7 @@ def train_run(config, train, test, out_dir=None, resume=False, progress=None,
     if log is not None:
         log(f"{config.paradigm} seed {config.seed}: dead units at start (of "
             f"{min(DEAD_UNIT_BATCH, trainer.stores['train'].n)} training mosaics): "
-            + "; ".join(f"{net} " + " ".join(f"{d}/{t}" for _, d, t in layers)
+            + "; ".join(f"{net} " + " ".join(f"{name} {d}/{t}" for name, d, t in layers)
                         for net, layers in dead.items()))
     result = run_epochs(config, trainer, data_fingerprint(train, test), out_dir, resume,
                         progress, callback, log)

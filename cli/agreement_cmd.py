@@ -4,6 +4,7 @@ import os
 
 import click
 
+from .options import echo_line, on_interrupt, resume_note
 from .seq_options import CTX, ProgressBars, data_and_model_options, infer_task
 
 
@@ -46,9 +47,10 @@ def agreement(task, dataset, data_dir, out, steps, hidden, emb, out_hidden, batc
                              frozen=frozen, logistic=logistic, kendall=kendall,
                              train_eval=train_eval, bleu=bleu, embeddings=embeddings,
                              device=device)
+    on_interrupt(lambda: resume_note(out))      # running the same command continues
     bars = ProgressBars(progress)
     try:
-        run_agreement(config, out, callback=bars)
+        run_agreement(config, out, callback=bars, log=echo_line)
     finally:
         bars.close()
     with open(os.path.join(out, "table.md"), encoding="utf-8") as f:

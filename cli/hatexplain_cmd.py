@@ -10,7 +10,16 @@ torch is imported only when the command runs.
 
 import click
 
-from minimal_attn.cli.options import EpochBar, echo_line, parse_lr, parse_paradigms, parse_switch
+from minimal_attn.cli.options import (
+    EpochBar,
+    echo_after,
+    on_interrupt,
+    parse_lr,
+    parse_paradigms,
+    parse_switch,
+    resume_note,
+    unused_warnings,
+)
 from minimal_attn.errors import InputError
 
 
@@ -92,8 +101,12 @@ def train_text(backend, dataset, data_dir, embedding, paradigm, epochs, seeds, o
                               device=device, threshold=threshold),
         paradigms=tuple(paradigms), seeds=seeds, min_count=min_count, threads=threads,
         lr=None if lr is None else parse_lr(lr))
+    warnings = unused_warnings(paradigms, config.lr, switch_epoch, hybrid_lr,
+                               hybrid_uses=("sa",))
+    on_interrupt(lambda: resume_note(out, "--resume"))
     results, meta = run_hatexplain(config, data_dir, out, resume,
-                                   progress=EpochBar if progress else None, log=echo_line)
+                                   progress=EpochBar if progress else None,
+                                   log=echo_after(warnings))
     click.echo(summary_markdown(results, meta), nl=False)
     if out is not None:
         click.echo(f"wrote results.json, config.json, history.jsonl, summary.csv, summary.md, "

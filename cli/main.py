@@ -14,7 +14,7 @@ import sys
 import click
 
 from minimal_attn import __version__
-from minimal_attn.cli.options import interrupt_note
+from minimal_attn.cli.options import interrupt_note, set_argv
 from minimal_attn.errors import InputError
 
 # command name -> "module:function" under minimal_attn.cli
@@ -56,6 +56,7 @@ class AttnDynGroup(click.Group):
 
     def main(self, args=None, prog_name=None, complete_var=None,
              standalone_mode=True, **extra):
+        set_argv(sys.argv[1:] if args is None else args)
         try:
             rv = super().main(args, prog_name, complete_var,
                               standalone_mode=False, **extra)
@@ -120,10 +121,11 @@ def _as_option(exc, command=None):
                if isinstance(p, click.Option)}
     for param in ([params] if isinstance(params, str) else list(params or ())):
         option = options.get(param, "--" + param.replace("_", "-"))
-        if option not in message:
-            # the bare word only: not inside a path (out/x.tsv) or a longer name (t_max_)
-            message = re.sub(rf"(?<![\w\-/.\\]){re.escape(param)}(?![\w\-/\\]|\.\w)",
-                             option, message)
+        if not re.search(rf"{re.escape(option)}(?![\w\-])", message):
+            # the bare word only: not inside a path (out/x.tsv), a quoted path ('out'), a
+            # longer name (t_max_) or a count (1e+12 steps)
+            message = re.sub(rf"(?<![\w\-/.\\'\"])(?<!\d ){re.escape(param)}"
+                             rf"(?![\w\-/\\'\"]|\.\w)", option, message)
     return message
 
 

@@ -2,6 +2,8 @@
 
 import contextlib
 import dataclasses
+import os
+import shlex
 import sys
 
 import click
@@ -13,16 +15,41 @@ CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 #: What a command has kept if the user presses Ctrl-C now (printed by the group).
 _NOTHING_WRITTEN = "nothing was written (results are written only when complete)"
-_interrupt = {"note": _NOTHING_WRITTEN}
+_interrupt = {"note": _NOTHING_WRITTEN, "argv": []}
 
 
 def on_interrupt(note):
-    """Set the line the group prints after Ctrl-C (e.g. where checkpoints are, how to resume)."""
+    """Set the line the group prints after Ctrl-C (e.g. where checkpoints are, how to resume).
+
+    ``note``: the text, or a function returning it when Ctrl-C comes (see :func:`resume_note`).
+    """
     _interrupt["note"] = note
 
 
 def interrupt_note():
-    return _interrupt["note"]
+    note = _interrupt["note"]
+    return note() if callable(note) else note
+
+
+def set_argv(argv):
+    """The arguments of this ``attn-dyn`` invocation (the group records them; the note resets)."""
+    _interrupt.update(argv=[str(a) for a in argv], note=_NOTHING_WRITTEN)
+
+
+def resume_note(out, flag=None):
+    """After Ctrl-C: what ``out`` keeps and the command that continues (``flag`` added).
+
+    Evaluated when Ctrl-C comes: a run that had written nothing yet says so.
+    """
+    if out is None:
+        return _NOTHING_WRITTEN
+    if not any(files for _, _, files in os.walk(out)):
+        return _NOTHING_WRITTEN
+    argv = list(_interrupt["argv"])
+    if flag and flag not in argv:
+        argv.append(flag)
+    return (f"the checkpoints and results written so far are kept in {out}; continue with: "
+            "attn-dyn " + " ".join(shlex.quote(a) for a in argv))
 
 
 @contextlib.contextmanager
@@ -93,14 +120,52 @@ def parse_lr(text):
     out = {}
     for part in (p.strip() for p in str(text).split(",") if p.strip()):
         key, _, value = part.rpartition("=")
+        key = key.strip().lower() or "all"
         try:
-            out[key.strip().lower() or "all"] = float(value)
+            number = float(value)
         except ValueError:
             raise InputError(f"--lr {text!r}: give a number or paradigm=number pairs, "
                              "e.g. sa=0.05,ha=0.01") from None
+        if key in out:
+            raise InputError(f"--lr {text!r} gives {'one number' if key == 'all' else key} "
+                             "twice: give each paradigm once")
+        out[key] = number
     if not out:
         raise InputError("--lr is empty: give a number or e.g. sa=0.05,ha=0.01")
     return out
+
+
+def unused_warnings(paradigms, lr=None, switch_epoch=None, hybrid_lr=None,
+                    hybrid_uses=("sa", "ha")):
+    """One warning line for each option that the paradigms trained leave unused.
+
+    ``lr``: the parsed ``--lr`` dict; the hybrid also reads the rates of
+    ``hybrid_uses``. Unknown paradigm names are left to the library's refusal.
+    """
+    used = set(paradigms) | (set(hybrid_uses) if "hybrid" in paradigms else set())
+    out = [f"warning: --lr {name}=... is unused: {name} is not trained (--paradigm "
+           f"{','.join(paradigms)})" for name in PARADIGMS if name in (lr or {}) and
+           name not in used]
+    if "hybrid" not in paradigms:
+        out += [f"warning: {option} is unused: it applies to the hybrid, which is not trained"
+                for option, value in (("--switch-epoch", switch_epoch),
+                                      ("--hybrid-lr", hybrid_lr)) if value is not None]
+    return out
+
+
+def echo_after(warnings):
+    """:func:`echo_line` that prints ``warnings`` (stderr) before the run's first line.
+
+    The library logs its first line only once every up-front check has passed,
+    so a refused run still prints its one ``Error:`` line alone.
+    """
+    pending = list(warnings)
+
+    def log(line):
+        while pending:
+            echo_line(pending.pop(0))
+        echo_line(line)
+    return log
 
 
 def parse_switch(text):

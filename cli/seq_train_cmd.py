@@ -4,6 +4,7 @@ import os
 
 import click
 
+from .options import echo_line, on_interrupt, resume_note
 from .seq_options import CTX, ProgressBars, data_and_model_options, infer_task
 
 
@@ -36,9 +37,11 @@ def train_seq(task, dataset, data_dir, out, steps, hidden, emb, out_hidden, batc
                              max_train=max_train, max_val=max_val, vocab_size=vocab_size,
                              seed=seed, train_eval=train_eval, bleu=bleu, embeddings=embeddings,
                              device=device)
+    on_interrupt(lambda: resume_note(out))      # running the same command continues
     bars = ProgressBars(progress)
     try:
-        result = train_one(config, attention, out, callback=lambda e, i: bars(attention, e, i))
+        result = train_one(config, attention, out, callback=lambda e, i: bars(attention, e, i),
+                           log=echo_line)
     finally:
         bars.close()
     click.echo("step\tval_perf\tval_bleu")

@@ -9,7 +9,7 @@ import click
 
 # the presets live in the library; that module imports torch only inside functions
 from minimal_attn.backends.torch_synthetic_train import SYNTHETIC_SIZES
-from minimal_attn.errors import InputError
+from minimal_attn.cli.options import echo_line, on_interrupt, resume_note
 
 TASK_NAMES = ("copy", "copy-control", "copy-mixture", "multihead", "keyword", "permute")
 CPU_SIZE, PAPER_SIZE = SYNTHETIC_SIZES["cpu"], SYNTHETIC_SIZES["paper"]
@@ -89,33 +89,28 @@ def synthetic(task, seeds, steps, hidden, embed, batch_size, lr, eval_every, n_t
     """
     import torch
 
-    from minimal_attn.backends.torch_synthetic_experiments import run_synthetic
+    from minimal_attn.backends.torch_synthetic_experiments import check_synthetic, run_synthetic
     from minimal_attn.backends.torch_synthetic_train import SyntheticConfig
 
     size = dict(PAPER_SIZE if paper_size else CPU_SIZE)
     given = {"seeds": seeds, "steps": steps, "hidden": hidden, "embed": embed,
              "batch_size": batch_size, "lr": lr}
     size.update({k: v for k, v in given.items() if v is not None})
-    for name in ("seeds", "steps", "hidden", "batch_size", "n_test"):
-        value = size.get(name, n_test if name == "n_test" else None)
-        if value is None or value < 1:
-            raise InputError(f"--{name.replace('_', '-')} must be an integer >= 1, got {value}")
-    if size["embed"] is not None and size["embed"] < 1:
-        raise InputError(f"--embed must be an integer >= 1, got {size['embed']}")
-    if not size["lr"] > 0:
-        raise InputError(f"--lr must be a number > 0, got {size['lr']}")
     if eval_every is None:
         eval_every = max(1, size["steps"] // 20)
-    if device == "cpu":
-        torch.set_num_threads(1)    # small batched matmuls gain nothing from threads
     config = SyntheticConfig(steps=size["steps"], hidden=size["hidden"], embed=size["embed"],
                              batch_size=size["batch_size"], lr=size["lr"], eval_every=eval_every,
                              n_test=n_test, device=device)
+    options = dict(seeds=size["seeds"], first_seed=first_seed, heads=heads, pool=pool,
+                   out_dir=out)
+    check_synthetic(task, config, **options)
+    if device == "cpu":
+        torch.set_num_threads(1)    # small batched matmuls gain nothing from threads
+    on_interrupt(lambda: resume_note(out, "--resume"))
     bar = _progress_callback(progress)
     try:
-        result = run_synthetic(task, config, seeds=size["seeds"], first_seed=first_seed,
-                               heads=heads, pool=pool, out_dir=out, resume=resume,
-                               callback=bar)
+        result = run_synthetic(task, config, resume=resume, callback=bar, log=echo_line,
+                               **options)
     finally:
         bar.close()
     for name, entry in result["conditions"].items():

@@ -21,11 +21,12 @@ from minimal_attn.backends.fcam_experiment import (
 )
 from minimal_attn.cli.options import (
     EpochBar,
-    echo_line,
+    echo_after,
     on_interrupt,
     parse_lr,
     parse_paradigms,
     parse_switch,
+    unused_warnings,
 )
 from minimal_attn.train_report import summary_markdown
 
@@ -160,7 +161,9 @@ def train(ctx, paradigm, lr, switch_epoch, foreground, protocol, out, resume, pr
     on_interrupt(resume_note(out))          # the group's line after Ctrl-C
     results, meta = run_experiment(config, out=out, resume=resume,
                                    progress=EpochBar if progress else None,
-                                   log=echo_line)
+                                   log=echo_after(unused_warnings(
+                                       config.paradigms, config.lr, config.switch_epoch,
+                                       config.hybrid_lr)))
     click.echo(f"{config.dataset}, m={config.m}, {config.seeds} seed(s), {config.epochs} "
                f"epochs, {config.backend} on {meta['device']}: mean ± std over seeds, in %")
     click.echo(recipe_text(meta), nl=False)

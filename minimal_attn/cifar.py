@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .errors import InputError
+from .errors import InputError, check_folder
 
 IMAGE_SHAPE = (3, 32, 32)          # channels-first: red, green, blue planes
 ROW_LENGTH = 3 * 32 * 32           # 3072 bytes per image
@@ -57,9 +57,7 @@ class CifarSplits(NamedTuple):
 
 def _find_folder(folder, subdir, files, expected):
     """``folder`` itself if it holds ``files``, else ``folder/subdir``; or InputError."""
-    folder = os.fspath(folder)
-    if not os.path.isdir(folder):
-        raise InputError(f"data folder {folder} does not exist or is not a folder: {expected}")
+    folder = check_folder(folder, param="data_dir", hint=expected)
     for candidate in (folder, os.path.join(folder, subdir)):
         if any(os.path.isfile(os.path.join(candidate, f)) for f in files):
             missing = [f for f in files if not os.path.isfile(os.path.join(candidate, f))]

@@ -7,6 +7,7 @@ status 2, without a traceback.
 
 import math
 import numbers
+import os
 
 from . import PARADIGMS
 
@@ -57,6 +58,17 @@ def check_positive(name, value, param=None):
     if not (math.isfinite(value) and value > 0):
         raise InputError(f"{name} must be a finite number > 0, got {value}", param=param)
     return value
+
+
+def check_folder(path, what="data folder", param="data_dir", hint=None):
+    """Require an existing folder, telling a missing path from a file (``hint``: the fix)."""
+    path = os.fspath(path)
+    hint = hint or f"check {param}"
+    if not os.path.exists(path):
+        raise InputError(f"{what} {path} does not exist; {hint}", param=param)
+    if not os.path.isdir(path):
+        raise InputError(f"{what} {path} is not a folder (it is a file); {hint}", param=param)
+    return path
 
 
 def diverged(what, param="lr"):

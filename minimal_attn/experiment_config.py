@@ -86,6 +86,10 @@ def apply_protocol(config, name, explicit=()):
     if name not in PROTOCOLS:
         raise InputError(f"unknown protocol {name!r}: use {', '.join(PROTOCOLS)}",
                          param="protocol")
+    if config.backend != "torch":
+        raise InputError(f"protocol {name} trains the CNN FCAM (Appendix A.2): use it with "
+                         f"backend torch, or drop protocol for backend {config.backend}",
+                         param=("protocol", "backend"))
     preset = {k: (v.get(paper_setting(config.dataset)) if isinstance(v, dict) else v)
               for k, v in PROTOCOLS[name].items() if k not in explicit}
     return replace(config, protocol=name, **preset)
@@ -164,7 +168,8 @@ def estimate_bytes(c):
     if c.backend == "numpy":
         return data + 8 * c.n_train * c.m * c.n_classes       # logits of every segment
     images = c.batch_size * c.m if c.chunk is None else c.chunk
-    return data + 4 * images * 32 * 30 * 30 * 4                # activations kept for backward
+    models = c.seeds if c.batch_seeds else 1                  # batch_seeds: S stacked models
+    return data + models * 4 * images * 32 * 30 * 30 * 4       # activations kept for backward
 
 
 def resume_note(out):

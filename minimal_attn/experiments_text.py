@@ -112,7 +112,7 @@ def check_proxy(cfg):
         check_int_at_least("max_pairs", cfg.max_pairs, 2, param="max_pairs")
     for name in ("min_count", "ibm_iterations"):
         check_int_at_least(name, getattr(cfg, name), 1, param=name)
-    for name, low in (("d", 1), ("epochs", 1), ("batch_size", 1)):
+    for name, low in (("d", 1), ("epochs", 1), ("batch_size", 1), ("seed", 0)):
         check_int_at_least(name, getattr(cfg.model, name), low, param=name)
     if not (math.isfinite(cfg.model.lr) and cfg.model.lr > 0):
         raise InputError(f"lr must be a finite number > 0, got {cfg.model.lr}", param="lr")
@@ -157,10 +157,10 @@ def _vocab(sentences, min_count, side):
 
 
 def _check_proxy_memory(n_src, n_tgt, n_val, cfg):
-    d, B = cfg.model.d, cfg.model.batch_size
-    # parameters, gradients, two Adam moments and the best copy; (B, |O|) and the
-    # held-out (n_val, |O|) logits with their softmax and gradient
-    need = 8 * (6 * (n_src + n_tgt) * d + 3 * (B + n_val) * (n_tgt + d))
+    from .proxy import proxy_bytes
+
+    d = cfg.model.d
+    need = proxy_bytes(n_src, n_tgt, n_val, d, cfg.model.batch_size)
     check_memory(need, f"the proxy model (d = {d}, {n_src} + {n_tgt} words)",
                  param=("dim", "batch_size"))
 

@@ -84,6 +84,9 @@ def _load_json(path, what):
 def _check_post(where, tokens, rationale):
     if not isinstance(tokens, list) or not tokens or not all(isinstance(t, str) for t in tokens):
         raise InputError(f"{where}: tokens must be a non-empty list of strings")
+    if not isinstance(rationale, list):
+        raise InputError(f"{where}: rationale must be a list of 0/1, one per token (leave the "
+                         "key out for a post without one)")
     if len(rationale) != len(tokens):
         raise InputError(f"{where}: rationale has {len(rationale)} entries but the post has "
                          f"{len(tokens)} tokens; give one 0/1 per token")
@@ -185,6 +188,9 @@ def read_hatexplain(path, divisions=None):
         table = _load_json(divisions, "split file")
         if not isinstance(table, dict) or not set(SPLITS) <= set(table):
             raise InputError(f"split file {divisions} must have the keys train, val, test")
+        for s in SPLITS:
+            if not isinstance(table[s], list) or not all(isinstance(p, str) for p in table[s]):
+                raise InputError(f"split file {divisions}: {s} must be a list of post ids")
         split_of = {pid: s for s in SPLITS for pid in table[s]}
     elif layout == "binary":
         split_of = {r[0]: r[4] for r in rows}

@@ -5,7 +5,9 @@
 * :func:`atomic_open` and the ``write_*`` helpers: a temporary sibling moved
   into place with :func:`os.replace` (atomic on POSIX and Windows);
 * :func:`staged_folder`: a set of files that appears all together or not at
-  all; the folder is created only when the files are ready to be written.
+  all; the folder is created only when the files are ready to be written;
+* :func:`undo_on_refusal`: a run refused midway (it diverged, a file it reads
+  back is bad) removes what it created, so ``out`` is as it was before.
 
 Every failure to write becomes an :class:`~minimal_attn.errors.InputError`
 naming the parameter (``out`` by default).
@@ -36,20 +38,20 @@ def _probe(folder, path, param):
     """Create and delete a temporary file in ``folder``: the only reliable writability test
     (``os.access`` says yes to root in /sys and /proc, where creating a file fails)."""
     if not os.path.isdir(folder):
-        raise InputError(f"cannot write {path}: {folder} is a file, not a folder; "
+        raise InputError(f"cannot write '{path}': '{folder}' is a file, not a folder; "
                          f"choose another {param}", param=param)
     try:
         with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as exc:
-        raise InputError(f"cannot write to {path}: {exc.strerror or exc}; "
+        raise InputError(f"cannot write to '{path}': {exc.strerror or exc}; "
                          f"choose a writable {param}", param=param) from None
 
 
 def check_output_dir(path, param="out"):
     """Refuse an output folder that cannot be created or written; create nothing."""
     if os.path.exists(path) and not os.path.isdir(path):
-        raise InputError(f"{param} {path} is a file; give a folder", param=param)
+        raise InputError(f"{param} '{path}' is a file; give a folder", param=param)
     _probe(_nearest_existing(path), path, param)
     return path
 
@@ -57,7 +59,7 @@ def check_output_dir(path, param="out"):
 def check_output_file(path, param="out"):
     """Refuse an output file path that is a folder or cannot be written; create nothing."""
     if os.path.isdir(path):
-        raise InputError(f"{param} {path} is a folder; give a file name", param=param)
+        raise InputError(f"{param} '{path}' is a folder; give a file name", param=param)
     _probe(_nearest_existing(os.path.dirname(os.path.abspath(path))), path, param)
     return path
 
@@ -67,7 +69,7 @@ def ensure_dir(path, param="out"):
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as exc:
-        raise InputError(f"cannot create output folder {path}: {exc.strerror or exc}; "
+        raise InputError(f"cannot create output folder '{path}': {exc.strerror or exc}; "
                          f"choose a writable {param}", param=param) from None
     _probe(path, path, param)
     return path
@@ -132,6 +134,42 @@ def staged_folder(path, param="out"):
     finally:
         if stage is not None and os.path.isdir(stage):
             shutil.rmtree(stage, ignore_errors=True)
+
+
+def _tree(path):
+    """Every path under ``path`` (and ``path`` itself), or an empty set if it does not exist."""
+    if not os.path.lexists(path):
+        return set()
+    found = {os.path.abspath(path)}
+    for root, dirs, files in os.walk(path):
+        found.update(os.path.abspath(os.path.join(root, n)) for n in dirs + files)
+    return found
+
+
+@contextlib.contextmanager
+def undo_on_refusal(path):
+    """On InputError inside the block, delete what it created under ``path`` (then re-raise).
+
+    Files and folders that existed before are kept (a checkpoint the run
+    resumed from and then advanced stays a valid checkpoint). Ctrl-C keeps
+    everything: the checkpoints are what a rerun continues from.
+    """
+    before = _tree(path) if path is not None else set()
+    folders = {p: os.stat(p) for p in before if os.path.isdir(p) and not os.path.islink(p)}
+    try:
+        yield
+    except InputError:
+        if path is not None:
+            for new in sorted(_tree(path) - before, key=len, reverse=True):  # children first
+                with contextlib.suppress(OSError):
+                    if os.path.isdir(new) and not os.path.islink(new):
+                        os.rmdir(new)
+                    else:
+                        os.unlink(new)
+            for folder, st in folders.items():     # their listings are as before: so the times
+                with contextlib.suppress(OSError):
+                    os.utime(folder, ns=(st.st_atime_ns, st.st_mtime_ns))
+        raise
 
 
 def write_json(path, obj):

@@ -60,6 +60,13 @@ class Batch(NamedTuple):
     n_pairs: int
 
 
+def proxy_bytes(n_src, n_tgt, n_val, d, batch_size):
+    """Memory :func:`train_proxy` needs (bytes, an estimate): parameters, gradients, two
+    Adam moments and the best copy; the (B, |O|) and held-out (n_val, |O|) logits with
+    their softmax and gradient."""
+    return 8 * (6 * (n_src + n_tgt) * d + 3 * (batch_size + n_val) * (n_tgt + d))
+
+
 def make_batch(src, tgt):
     """Flatten lists of id arrays into a :class:`Batch` (pairs with an empty source are invalid)."""
     L = np.array([len(s) for s in src], dtype=np.int64)

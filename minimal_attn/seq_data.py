@@ -31,7 +31,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from .errors import InputError
+from .errors import InputError, check_folder
 from .text_data import UNK, Vocab, read_lines, read_parallel, read_sst2, tokenize
 
 TASKS = ("classify", "translate")
@@ -114,6 +114,9 @@ def _read_hatexplain(folder):
         except (ValueError, KeyError, TypeError):
             raise InputError(f"HateXplain file {path} line {n} is not a JSON object with "
                              "tokens and label", param="data_dir") from None
+        if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+            raise InputError(f"HateXplain file {path} line {n}: tokens must be a list of "
+                             "strings", param="data_dir")
         if label not in ("toxic", "non-toxic"):
             raise InputError(f"HateXplain file {path} line {n}: label {label!r} is not toxic "
                              "or non-toxic", param="data_dir")
@@ -158,9 +161,7 @@ def load_classification(dataset, folder, max_train=None, max_val=None, min_count
 
 # ------------------------------------------------------------------ translation
 def _read_pairs(dataset, folder, split, src_lang, tgt_lang):
-    if not os.path.isdir(folder):
-        raise InputError(f"data folder {folder} does not exist; check --data-dir",
-                         param="data_dir")
+    check_folder(folder)
     if dataset == "parallel":
         src_lang, tgt_lang = "src", "tgt"
 
@@ -179,15 +180,27 @@ def _sentencepiece(lines, vocab_size, model_file):
     import sentencepiece as spm
 
     if model_file is not None and os.path.exists(model_file):
-        with open(model_file, "rb") as f:
-            proto = f.read()
-    else:
-        buf = io.BytesIO()
+        try:
+            with open(model_file, "rb") as f:
+                proto = f.read()
+            return spm.SentencePieceProcessor(model_proto=proto), proto
+        except (OSError, RuntimeError) as exc:
+            raise InputError(f"SentencePiece model {model_file} cannot be read "
+                             f"({type(exc).__name__}): delete it and the runs beside it, or "
+                             "use another --out", param="out") from None
+    buf = io.BytesIO()
+    try:
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(lines), model_writer=buf, vocab_size=vocab_size,
             hard_vocab_limit=False, model_type="unigram", character_coverage=1.0,
             unk_id=0, bos_id=1, eos_id=2, pad_id=-1, num_threads=1, minloglevel=2)
-        proto = buf.getvalue()
+    except RuntimeError:
+        # the pieces must cover every character of the text, plus <unk>, <s>, </s>
+        need = len(set("".join(lines).replace(" ", "")) | {" "}) + 3
+        raise InputError(f"vocab_size {vocab_size} is too small for SentencePiece on this "
+                         f"text ({need - 3} distinct characters): give vocab_size >= {need}",
+                         param="vocab_size") from None
+    proto = buf.getvalue()
     return spm.SentencePieceProcessor(model_proto=proto), proto
 
 
@@ -258,10 +271,7 @@ def load_text_task(task, dataset, data_dir, max_train=None, max_val=None, vocab_
     for name, value in (("max_train", max_train), ("max_val", max_val)):
         if value is not None and value < 1:
             raise InputError(f"{name} must be >= 1, got {value}", param=name)
-    folder = os.fspath(data_dir)
-    if not os.path.isdir(folder):
-        raise InputError(f"data folder {folder} does not exist; check --data-dir",
-                         param="data_dir")
+    folder = check_folder(data_dir)
     if task == "classify":
         return load_classification(dataset, folder, max_train, max_val)
     return load_translation(dataset, folder, max_train, max_val, vocab_size,

@@ -28,8 +28,8 @@ from dataclasses import asdict, dataclass
 from typing import Optional, Union
 
 from . import losses
+from .checkpoints import check_format, load_guarded, write_checkpoint  # noqa: F401 (re-exported)
 from .errors import InputError, check_paradigm
-from .io import atomic_open, ensure_dir
 
 #: The paper's learning rates (Appendix A.2): dataset -> loss paradigm -> lr.
 #: Synthetic image mosaics use CIFAR-10's.
@@ -202,28 +202,12 @@ def check_divergence(loss, history, config, after=None):
 
 def read_checkpoint(path, trainer, config, fingerprint, log):
     """(meta, payload) of the newest readable checkpoint, falling back to ``.prev``."""
-    bad = []
-    for candidate in (path, path + ".prev"):
-        if not os.path.exists(candidate):
-            continue
-        try:
-            meta, payload = trainer.read(candidate)
-            ok = meta.get("format") == CHECKPOINT_FORMAT and meta.get("kind") == trainer.KIND
-        except Exception as exc:                    # truncated, random bytes, foreign
-            ok, reason = False, type(exc).__name__
-        else:
-            reason = "another format or backend"
-        if not ok:
-            bad.append(f"{candidate} ({reason})")
-            continue
-        _check_settings(meta, config, trainer, fingerprint, candidate)
-        if bad:
-            log(f"warning: checkpoint {bad[0]} is unreadable; resuming from {candidate}")
-        return meta, payload
-    if bad:
-        raise InputError(f"checkpoint {bad[0]} cannot be read and no usable {path}.prev "
-                         "exists: delete it or drop --resume")
-    return None, None
+    state = load_guarded(
+        path, trainer.read, lambda state: check_format(state[0], CHECKPOINT_FORMAT, trainer.KIND),
+        lambda state, candidate: _check_settings(state[0], config, trainer, fingerprint,
+                                                 candidate),
+        fix="delete it or drop --resume", log=log)
+    return (None, None) if state is None else state
 
 
 def _check_settings(meta, config, trainer, fingerprint, path):
@@ -239,16 +223,6 @@ def _check_settings(meta, config, trainer, fingerprint, path):
     if meta["epoch"] > config.epochs:
         raise InputError(f"checkpoint {path} already holds {meta['epoch']} epochs, more "
                          f"than epochs={config.epochs}", param="epochs")
-
-
-def write_checkpoint(path, write):
-    """Write ``write(file)`` atomically; the old checkpoint becomes ``.prev`` afterwards."""
-    ensure_dir(os.path.dirname(path))
-    with atomic_open(path + ".new", "wb") as f:
-        write(f)
-    if os.path.exists(path):
-        os.replace(path, path + ".prev")
-    os.replace(path + ".new", path)
 
 
 def _no_bar(length, label):

@@ -17,7 +17,13 @@ CIFAR-10 folder (cases skipped when absent), ``{ckpt_random}`` / ``{ckpt_cut}`` 
 ``{ckpt_torch}`` run folders holding a checkpoint of random bytes, a truncated
 zip, and a torch checkpoint of another format; ``{hx_ok}`` / ``{hx_ratlen}`` /
 ``{hx_label}`` HateXplain folders: valid, one post whose rationale is shorter
-than its tokens, one post with an unknown label.
+than its tokens, one post with an unknown label; ``{hx_tokens_null}``,
+``{hx_rationale_null}``, ``{hx_tokens_string}``, ``{hx_split_values}``,
+``{hx_split_no_test}``: malformed HateXplain folders; ``{tsv}`` / ``{par}``
+tiny classification / parallel folders for train-seq and agreement;
+``{glove3}`` GloVe vectors of width 3; ``{syn_*}`` / ``{seq_*}`` / ``{agr_*}``
+output folders of synthetic / train-seq / agreement holding a checkpoint (or
+cache) of random bytes, a truncated one, or another command's.
 """
 
 import json
@@ -49,6 +55,14 @@ PROXY = ("proxy", "--src", "{src}", "--tgt", "{tgt}", "--epochs", "1", "--min-co
 IBM1 = ("ibm1", "--src", "{src}", "--tgt", "{tgt}")
 TRAIN_SMALL = ("--epochs", "1", "--n-train", "20", "--n-test", "10", "--paradigm", "ha",
                "--no-progress")
+SYN = ("synthetic", "copy-control", "--seeds", "1", "--steps", "2", "--hidden", "4", "--embed",
+       "3", "--batch-size", "3", "--n-test", "4", "--eval-every", "1", "--no-progress")
+SEQ = ("train-seq", "--dataset", "tsv", "--data-dir", "{tsv}", "--steps", "2", "--hidden", "4",
+       "--emb", "4", "--eval-every", "1", "--device", "cpu", "--no-progress")
+SEQ_MT = ("train-seq", "--dataset", "parallel", "--data-dir", "{par}", "--steps", "2",
+          "--hidden", "4", "--out-hidden", "4", "--eval-every", "1", "--no-bleu", "--device",
+          "cpu", "--no-progress")
+AGR = ("agreement", *SEQ[1:], "--proxy-d", "4", "--proxy-epochs", "1")
 
 CASES = [
     # ---- the group
@@ -154,6 +168,7 @@ CASES = [
     _c("proxy-val-src-alone", *PROXY, "--val-src", "{src}", "--out", "{out}"),
     _c("proxy-tokenizer-unknown", *PROXY, "--tokenizer", "bpe", "--out", "{out}"),
     _c("proxy-nul-bytes", "proxy", "--src", "{nul}", "--tgt", "{tgt}", "--out", "{out}"),
+    _c("proxy-seed-negative", *PROXY, "--seed", "-1", "--out", "{out}"),
     _c("proxy-out-sys", *PROXY, "--out", "/sys/kernel/r.json"),
     _c("proxy-out-folder", *PROXY, "--out", "{tmp}"),
     # ---- train (issue 9; fixed in the train helper's branch)
@@ -204,6 +219,95 @@ CASES = [
        "--min-count", "1", "--resume", "--out", "{ckpt_random}", needs="torch"),
     _c("seq-route-missing-dir", "train", "--task", "classify", "--backend", "torch",
        "--dataset", "tsv", "--data-dir", "{tmp}/nope", "--out", "{out}", needs="torch"),
+    # ---- issue 20: the newer commands and train options
+    _c("train-lr-repeated", "train", "--lr", "sa=0.1,sa=0.2", "--out", "{out}"),
+    _c("train-lr-two-numbers", "train", "--lr", "0.1,0.2", "--out", "{out}"),
+    _c("train-numpy-protocol-paper", "train", "--backend", "numpy", "--protocol", "paper",
+       "--out", "{out}"),
+    _c("train-resume-without-out", "train", "--resume", *TRAIN_SMALL),
+    _c("train-device-nonsense", "train", "--device", "nonsense", *TRAIN_SMALL, "--out", "{out}",
+       needs="torch"),
+    _c("train-batch-seeds-huge", "train", "--batch-seeds", "--seeds", "1000000", "--out",
+       "{out}", needs="torch"),
+    _c("train-epochs-huge", "train", "--backend", "numpy", "--epochs", "100000000000000",
+       "--out", "{out}"),
+    _c("train-seeds-huge", "train", "--backend", "numpy", "--seeds", "100000000000000",
+       "--out", "{out}"),
+    _c("train-cifar-data-dir-file", "train", "--dataset", "cifar10", "--data-dir", "{afile}",
+       "--out", "{out}", needs="torch"),
+    _c("hx-tokens-null", *HX_TRAIN, "{hx_tokens_null}", "--out", "{out}", needs="torch"),
+    _c("hx-rationale-null", *HX_TRAIN, "{hx_rationale_null}", "--out", "{out}", needs="torch"),
+    _c("hx-tokens-string", *HX_TRAIN, "{hx_tokens_string}", "--out", "{out}", needs="torch"),
+    _c("hx-split-values-not-lists", *HX_TRAIN, "{hx_split_values}", "--out", "{out}",
+       needs="torch"),
+    _c("hx-split-no-test", *HX_TRAIN, "{hx_split_no_test}", "--out", "{out}", needs="torch"),
+    _c("hx-lr-repeated", *HX_TRAIN, "{hx_ok}", "--lr", "sa=0.1,sa=0.2", "--out", "{out}",
+       needs="torch"),
+    _c("hx-device-nonsense", *HX_TRAIN[:-4], "--device", "nonsense", "--no-progress",
+       "--data-dir", "{hx_ok}", "--out", "{out}", needs="torch"),
+    _c("hx-epochs-huge", *HX_TRAIN, "{hx_ok}", "--epochs", "1000000000000", "--out", "{out}",
+       needs="torch"),
+    _c("hx-seeds-huge", *HX_TRAIN, "{hx_ok}", "--seeds", "1000000000000", "--out", "{out}",
+       needs="torch"),
+    _c("hx-out-file", *HX_TRAIN, "{hx_ok}", "--out", "{afile}", needs="torch"),
+    _c("syn-resume-random-bytes", *SYN, "--resume", "--out", "{syn_random}", needs="torch"),
+    _c("syn-resume-truncated", *SYN, "--resume", "--out", "{syn_cut}", needs="torch"),
+    _c("syn-resume-other-command", *SYN, "--resume", "--out", "{syn_foreign}", needs="torch"),
+    _c("syn-multihead-resume-random-bytes", "synthetic", "multihead", *SYN[2:], "--heads",
+       "2", "--pool", "2", "--resume", "--out", "{syn_random}", needs="torch"),
+    _c("syn-head-pool-random-bytes", "synthetic", "multihead", *SYN[2:], "--heads", "2",
+       "--pool", "2", "--out", "{syn_pool}", needs="torch"),
+    _c("syn-hidden-huge", *SYN, "--hidden", "300000", "--out", "{out}", needs="torch"),
+    _c("syn-seeds-huge", *SYN, "--seeds", "10000000", "--out", "{out}", needs="torch"),
+    _c("syn-steps-huge", *SYN, "--steps", "1000000000000", "--out", "{out}", needs="torch"),
+    _c("syn-n-test-huge", *SYN, "--n-test", "1000000000000", "--out", "{out}", needs="torch"),
+    _c("syn-first-seed-negative", *SYN, "--first-seed", "-1", "--out", "{out}", needs="torch"),
+    _c("syn-device-nonsense", *SYN, "--device", "nonsense", "--out", "{out}", needs="torch"),
+    _c("syn-lr-inf", *SYN, "--lr", "inf", "--out", "{out}", needs="torch"),
+    _c("syn-lr-nan", *SYN, "--lr", "nan", "--out", "{out}", needs="torch"),
+    _c("syn-lr-diverges", *SYN, "--lr", "1e20", "--steps", "6", "--out", "{out}",
+       needs="torch"),
+    _c("syn-lr-overflows", *SYN, "--lr", "3e38", "--steps", "6", "--out", "{out}",
+       needs="torch"),
+    _c("syn-out-file", *SYN, "--out", "{afile}", needs="torch"),
+    _c("seq-checkpoint-random-bytes", *SEQ, "--out", "{seq_random}", needs="torch"),
+    _c("seq-checkpoint-truncated", *SEQ, "--out", "{seq_cut}", needs="torch"),
+    _c("seq-checkpoint-other-command", *SEQ, "--out", "{seq_foreign}", needs="torch"),
+    _c("seq-hidden-huge", *SEQ, "--hidden", "1000000", "--out", "{out}", needs="torch"),
+    _c("seq-steps-huge", *SEQ, "--steps", "1000000000000", "--out", "{out}", needs="torch"),
+    _c("seq-seed-negative", *SEQ, "--seed", "-1", "--out", "{out}", needs="torch"),
+    _c("seq-device-nonsense", *SEQ, "--device", "nonsense", "--out", "{out}", needs="torch"),
+    _c("seq-vocab-size-0", *SEQ_MT, "--vocab-size", "0", "--out", "{out}", needs="torch"),
+    _c("seq-vocab-size-too-small", *SEQ_MT, "--vocab-size", "6", "--out", "{out}",
+       needs="torch"),
+    _c("seq-embeddings-wrong-width", *SEQ, "--embeddings", "{glove3}", "--out", "{out}",
+       needs="torch"),
+    _c("seq-embeddings-missing", *SEQ, "--embeddings", "{tmp}/nope.txt", "--out", "{out}",
+       needs="torch"),
+    _c("seq-embeddings-not-utf8", *SEQ, "--embeddings", "{latin1}", "--out", "{out}",
+       needs="torch"),
+    _c("seq-data-dir-file", *SEQ[:4], "{afile}", *SEQ[5:], "--out", "{out}", needs="torch"),
+    _c("seq-out-file", *SEQ, "--out", "{afile}", needs="torch"),
+    _c("seq-lr-diverges", *SEQ, "--lr", "1e20", "--steps", "4", "--out", "{out}",
+       needs="torch"),
+    _c("seq-lr-overflows", *SEQ, "--lr", "3e38", "--steps", "4", "--out", "{out}",
+       needs="torch"),
+    _c("seq-max-train-0", *SEQ, "--max-train", "0", "--out", "{out}", needs="torch"),
+    _c("seq-hx-tokens-null", *SEQ[:2], "hatexplain", "--data-dir", "{hx_tokens_null}",
+       *SEQ[5:], "--out", "{out}", needs="torch"),
+    _c("seq-hx-tokens-string", *SEQ[:2], "hatexplain", "--data-dir", "{hx_tokens_string}",
+       *SEQ[5:], "--out", "{out}", needs="torch"),
+    _c("agr-checkpoint-random-bytes", *AGR, "--out", "{agr_random}", needs="torch"),
+    _c("agr-proxy-d-huge", *AGR, "--proxy-d", "100000000", "--out", "{out}", needs="torch"),
+    _c("agr-proxy-epochs-huge", *AGR, "--proxy-epochs", "1000000000000000", "--out", "{out}",
+       needs="torch"),
+    _c("agr-hidden-huge", *AGR, "--hidden", "1000000", "--out", "{out}", needs="torch"),
+    _c("agr-seed-negative", *AGR, "--seed", "-1", "--out", "{out}", needs="torch"),
+    _c("agr-device-nonsense", *AGR, "--device", "nonsense", "--out", "{out}", needs="torch"),
+    _c("agr-embeddings-missing", *AGR, "--embeddings", "{tmp}/nope.txt", "--out", "{out}",
+       needs="torch"),
+    _c("agr-data-dir-file", *AGR[:4], "{afile}", *AGR[5:], "--out", "{out}", needs="torch"),
+    _c("agr-out-file", *AGR, "--out", "{afile}", needs="torch"),
 ]
 
 SRC_LINES = [f"the {a} {b} is {c} ." for a in ("small", "big", "red", "old")
@@ -231,13 +335,46 @@ def prepare(tmp):
         subs[name] = str(tmp / name)
     subs["ckpt_torch"] = str(tmp / "ckpt_torch")
     for name, bad in (("hx_ok", {}), ("hx_ratlen", {"rationale": [1]}),
-                      ("hx_label", {"label": "spam"})):
+                      ("hx_label", {"label": "spam"}), ("hx_tokens_null", {"tokens": None}),
+                      ("hx_rationale_null", {"rationale": None}),
+                      ("hx_tokens_string", {"tokens": "you are bad"}),
+                      ("hx_split_values", {}), ("hx_split_no_test", {})):
         (tmp / name).mkdir()
         (tmp / name / "hatexplain_binary.jsonl").write_text("".join(
             json.dumps(dict(row, **(bad if k == 3 else {}))) + "\n"
             for k, row in enumerate(HX_ROWS)))
         subs[name] = str(tmp / name)
+    ids = [row["post_id"] for row in HX_ROWS]
+    for name, table in (("hx_split_values", {"train": "p0", "val": 3, "test": None}),
+                        ("hx_split_no_test", {"train": ids, "val": [], "test": []})):
+        (tmp / name / "post_id_divisions.json").write_text(json.dumps(table))
+    _text_folders(tmp, subs)
+    for prefix, path in (("syn", "checkpoints/train.ckpt"), ("seq", "checkpoint.pt"),
+                         ("agr", "runs/standard/checkpoint.pt"),
+                         ("syn_pool", "head_pool.json")):
+        for kind, payload in (("random", os.urandom(4096)),
+                              ("cut", b"PK\x03\x04" + os.urandom(60))):
+            if prefix == "syn_pool" and kind == "cut":
+                continue
+            folder = tmp / (prefix if prefix == "syn_pool" else f"{prefix}_{kind}")
+            (folder / path).parent.mkdir(parents=True, exist_ok=True)
+            (folder / path).write_bytes(payload)
+            subs[folder.name] = str(folder)
     return subs
+
+
+def _text_folders(tmp, subs):
+    """``{tsv}``, ``{par}`` (tiny data sets) and ``{glove3}`` (vectors of width 3)."""
+    (tmp / "tsv").mkdir()
+    for split, rows in (("train", 30), ("dev", 10)):
+        (tmp / "tsv" / f"{split}.tsv").write_text("".join(
+            f"{SRC_LINES[k % len(SRC_LINES)]}\t{k % 2}\n" for k in range(rows)))
+    (tmp / "par").mkdir()
+    for split, lines in (("train", slice(0, 30)), ("val", slice(30, 36))):
+        for side, text in (("src", SRC_LINES), ("tgt", TGT_LINES)):
+            (tmp / "par" / f"{split}.{side}").write_text("\n".join(text[lines]) + "\n")
+    (tmp / "glove3.txt").write_text("the 0.1 0.2 0.3\nhouse 0.4 0.5 0.6\n")
+    subs.update(tsv=str(tmp / "tsv"), par=str(tmp / "par"), glove3=str(tmp / "glove3.txt"))
 
 
 HX_ROWS = [{"post_id": f"p{k}", "tokens": ["you", "are", "bad" if k % 2 else "nice"],
@@ -252,6 +389,15 @@ def prepare_torch_checkpoint(subs):
     folder = Path(subs["ckpt_torch"]) / "checkpoints"
     folder.mkdir(parents=True, exist_ok=True)
     torch.save({"epoch": 1, "model": {}}, folder / "ha_seed0.ckpt")
+    # another command's checkpoint: train-seq's in synthetic's place and vice versa
+    for name, path, state in (("syn_foreign", "checkpoints/train.ckpt",
+                               {"format": 2, "kind": "seq", "config": {}}),
+                              ("seq_foreign", "checkpoint.pt",
+                               {"format": 2, "kind": "synthetic", "meta": {}})):
+        target = Path(subs["tmp"]) / name / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(state, target)
+        subs[name] = str(target.parents[len(Path(path).parts) - 1])
 
 
 def missing_need(case):

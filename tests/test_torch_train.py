@@ -37,6 +37,9 @@ def test_short_cpu_run_learns_well_above_chance(synthetic):
     assert [d["units"] for d in layers["focus"]] == [16, 32, 32, 256, 64, 10]
     assert all(0 <= d["dead"] < d["units"] for net in layers.values() for d in net)
     assert lines[0].startswith("sa seed 0: dead units at start")
+    # each count labelled with its layer: "focus conv1 0/16 conv2 0/32 ...; classifier ..."
+    focus = " ".join(f"{d['layer']} {d['dead']}/{d['units']}" for d in layers["focus"])
+    assert f"focus {focus}; classifier conv1 " in lines[0]
     assert result["train"]["accuracy"] >= 0.8
     history = result["history"]
     assert [h["epoch"] for h in history] == [1, 2, 3, 4, 5]
