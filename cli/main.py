@@ -29,6 +29,7 @@ COMMANDS = {
     "train-seq": "seq_train_cmd:train_seq",
     "synthetic": "synthetic_cmd:synthetic",
     "cells": "cells_cmd:cells",
+    "sweep": "sweep_cmd:sweep",
 }
 
 
@@ -152,6 +153,7 @@ def cli():
       synthetic    copy, permutation, multi-head and keyword tasks
     Both papers:
       cells        paper-size experiments in short GPU jobs; the results store
+      sweep        a grid of Table 1 cells: in-process, on Ray or on Slurm
     """
 
 

@@ -184,18 +184,23 @@ def _run_fcam(cell, data_dir, work, device, log):
 
     c = _fcam_config(cell, data_dir, device)
     results, meta = run_experiment(c, out=work, resume=True, log=log)
-    entry, runs = results[cell.settings["paradigm"]], meta
-    per_seed = {split: entry[split]["per_seed"] for split in ("train", "test")}
-    result = {split: {k: summarise([s[k] for s in per_seed[split]])
-                      for k in ("accuracy", "saif")} for split in ("train", "test")}
-    # training time summed over seeds, kept across resumes (batched seeds: their shares)
-    result["train_seconds"] = sum(s["seconds"] for s in per_seed["test"])
-    result["stopped_epochs"] = runs["stopped_epochs"][cell.settings["paradigm"]]
-    result["epochs_run"] = runs["epochs_run"][cell.settings["paradigm"]]
+    result = fcam_result(results, meta, cell.settings["paradigm"])
     settings = {k: meta[k] for k in ("dataset", "m", "protocol", "optimizer", "focus_init",
                                      "classifier", "stop_loss", "epochs", "batch_size",
                                      "n_train", "n_test", "width", "lr", "switch_epoch")}
     return result, dict(settings, seeds=len(meta["seeds"])), meta["device"]
+
+
+def fcam_result(results, meta, paradigm):
+    """A record's ``result`` for one paradigm of ``run_experiment``'s (results, meta)."""
+    per_seed = {split: results[paradigm][split]["per_seed"] for split in ("train", "test")}
+    result = {split: {k: summarise([s[k] for s in per_seed[split]])
+                      for k in ("accuracy", "saif")} for split in ("train", "test")}
+    # training time summed over seeds, kept across resumes (batched seeds: their shares)
+    result["train_seconds"] = sum(s["seconds"] for s in per_seed["test"])
+    result["stopped_epochs"] = meta["stopped_epochs"][paradigm]
+    result["epochs_run"] = meta["epochs_run"][paradigm]
+    return result
 
 
 def _run_hatexplain(cell, data_dir, work, device, log):
