@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from minimal_attn.cli.options import on_interrupt
 from minimal_attn.errors import InputError
 from minimal_attn.sweep import run_sweep, stored_grid
 from minimal_attn.sweep_engines import ENGINES
@@ -105,6 +106,8 @@ def sweep(settings, grid_tokens, grid_file, out, resume, engine, threads, device
     options = {"ray": dict(common, address=address, num_cpus=num_cpus),
                "slurm": dict(common, cluster=cluster, partition=partition, time_min=time_min,
                              account=account)}.get(engine, {})
+    on_interrupt(f"finished cells are kept in {out}/cells and the others have checkpoints: "
+                 "rerun with --resume")
     report = run_sweep(out, grid, engine, resume, options, retries, log=click.echo,
                        command=["attn-dyn", *sys.argv[1:]])
     if report["failed"]:

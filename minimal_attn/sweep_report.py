@@ -21,6 +21,7 @@ import os
 
 from .io import atomic_open, save_figure, write_csv, write_text
 from .results_store import read_cells
+from .sweep_grid import OPERATIONAL
 from .train_report import SUMMARY_HEADER, summary_rows
 
 SPLITS, METRICS = ("train", "test"), ("accuracy", "saif")
@@ -106,6 +107,8 @@ def plot_cells(entries, path):
 def write_merged(out, names, grid=None):
     """Write results.json, summary.csv, summary.md and figures/table1.png; return entries."""
     entries, missing = merged(out, names)
+    # where the cells ran (data_dir, threads, ...) is not part of the result
+    grid = {k: v for k, v in (grid or {}).items() if k not in OPERATIONAL}
     with atomic_open(os.path.join(out, "results.json"), "w") as f:
         json.dump({"format": 1, "grid": grid, "cells": entries, "missing": missing}, f,
                   indent=1, sort_keys=True)
