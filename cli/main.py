@@ -153,7 +153,7 @@ def cli():
       synthetic    copy, permutation, multi-head and keyword tasks
     Both papers:
       cells        paper-size experiments in short GPU jobs; the results store
-      sweep        a grid of Table 1 cells: in-process, on Ray or on Slurm
+      sweep        grids of Table 1 cells or Table 2 rows: here, Ray or Slurm
     """
 
 

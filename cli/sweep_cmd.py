@@ -19,8 +19,9 @@ from minimal_attn.sweep_grid import expand, parse_tokens, read_grid_file
 @click.argument("settings", nargs=-1)
 @click.option("--grid", "grid_tokens", multiple=True, metavar="KEY=V1,V2",
               help="A setting of `attn-dyn train` and its values (comma-separated values "
-                   "are crossed; paradigm=all gives sa, ha, lv, hybrid). Further KEY=VALUES "
-                   "words after it count too.")
+                   "are crossed; paradigm=all gives sa, ha, lv, hybrid); with table=2 the "
+                   "settings of `attn-dyn agreement` (Snell Table 2 rows). Further "
+                   "KEY=VALUES words after it count too.")
 @click.option("--grid-file", type=click.Path(dir_okay=False), default=None,
               help="A TOML file of settings: `m = [5, 20]`; --grid settings win over it.")
 @click.option("--out", type=click.Path(file_okay=False), required=True,
@@ -69,10 +70,11 @@ from minimal_attn.sweep_grid import expand, parse_tokens, read_grid_file
 def sweep(settings, grid_tokens, grid_file, out, resume, engine, threads, device, data_dir,
           retries, max_running, cells_per_job, cpus_per_cell, gpus_per_cell, address,
           num_cpus, cluster, partition, time_min, account, list_only):
-    """Run a grid of V&R Table 1 cells and merge them into one result set.
+    """Run a grid of V&R Table 1 cells (or Snell Table 2 rows) and merge them.
 
     Each cell is one data set, m and paradigm (and any other setting of the
-    grid) with all its seeds, trained by `attn-dyn train`'s library call. A
+    grid) with all its seeds, trained by `attn-dyn train`'s library call; with
+    table=2 a cell is one row of `attn-dyn agreement`. A
     cell whose record exists and matches is skipped; the others resume from
     their checkpoints. One line per finished cell; the exit status is 1 if a
     cell failed (after every other cell ran).
@@ -85,6 +87,8 @@ def sweep(settings, grid_tokens, grid_file, out, resume, engine, threads, device
           --data-dir DATA --engine ray --gpus-per-cell 1 --out runs/t1
       attn-dyn sweep --grid-file grid.toml --engine slurm --partition gpu \\
           --gpus-per-cell 1 --time 120 --out /shared/runs/t1
+      attn-dyn sweep --grid table=2 dataset=sst2 seed=0,1 --data-dir DATA/sst2 \\
+          --out runs/t2
       attn-dyn sweep --out runs/t1 --resume      # after the driver was killed
     """
     grid = parse_tokens(list(grid_tokens) + list(settings),

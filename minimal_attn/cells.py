@@ -223,17 +223,22 @@ def _run_hatexplain(cell, data_dir, work, device, log):
 
 
 def _run_agreement(cell, data_dir, work, device, log):
-    from minimal_attn.agreement_table import COLUMNS
     from minimal_attn.backends.torch_agreement import AgreementConfig, run_agreement
 
     s = cell.settings
     config = AgreementConfig(task=s["task"], dataset=s["dataset"], data_dir=data_dir,
                              device=None if device == "auto" else device)
     out = run_agreement(config, work)
-    result = {"row": [out.get(k) for k in COLUMNS], "columns": list(COLUMNS),
-              "performance": out["runs"]["standard"][-1]["val_perf"],
-              "performance_name": out["performance"]}
-    return result, {"task": s["task"], "dataset": s["dataset"]}, str(device)
+    return agreement_result(out), {"task": s["task"], "dataset": s["dataset"]}, str(device)
+
+
+def agreement_result(out):
+    """A record's ``result`` from ``run_agreement``'s agreement.json dict (one Table 2 row)."""
+    from .agreement_table import COLUMNS
+
+    return {"row": [out.get(k) for k in COLUMNS], "columns": list(COLUMNS),
+            "performance": out["runs"]["standard"][-1]["val_perf"],
+            "performance_name": out["performance"]}
 
 
 def _run_synthetic(cell, data_dir, work, device, log):

@@ -47,7 +47,11 @@ def stored_grid(out):
 
 
 def headline(record):
-    """Test accuracy and SAIF, mean ± std over seeds (%)."""
+    """Test accuracy and SAIF, mean ± std over seeds (%); Table 2: A(α,β) and performance."""
+    if record["kind"] == "table2":
+        from .sweep_table2 import headline
+
+        return headline(record)
     test = record["result"]["test"]
     return ", ".join(f"test {label} {100 * test[k]['mean']:.1f} ± {100 * test[k]['std']:.1f}%"
                      for k, label in (("accuracy", "accuracy"), ("saif", "SAIF")))
@@ -90,8 +94,8 @@ def run_sweep(out, grid=None, engine="local", resume=False, engine_options=None,
     finally:
         runner.close()
     entries, missing = write_merged(out, [c.name for c in cells], grid)
-    log(f"merged {len(entries)} of {len(cells)} cells into {out}/results.json, summary.csv, "
-        "summary.md and figures/table1.png")
+    log(f"merged {len(entries)} of {len(cells)} cells into {out}: results.json, summary.csv, "
+        "summary.md, figures/")
     return report
 
 

@@ -108,10 +108,21 @@ def run_tasks(tasks):
     return out
 
 
-def run_task(task):
-    """Run one cell; return ``{"cell", "ok", "seconds", "error", "log", "record"}``."""
+def _run_table1(task, folder, log):
+    """A V&R Table 1 cell: ``run_experiment`` into ``folder``; ``(result, device)``."""
+    from minimal_attn.backends.fcam_experiment import run_experiment
+
     from .cells import fcam_result
 
+    cell, epoch = task["cell"], task.get("crash_after_epoch")
+    results, meta = run_experiment(_config(cell, task["operational"]), out=folder,
+                                   resume=task["resume"], log=log,
+                                   on_epoch=_crash_hook(folder, epoch) if epoch else None)
+    return fcam_result(results, meta, cell.settings["paradigm"]), meta["device"]
+
+
+def run_task(task):
+    """Run one cell; return ``{"cell", "ok", "seconds", "error", "log", "record"}``."""
     cell, out = task["cell"], task["out"]
     folder = cell_folder(out, cell.name)
     os.makedirs(folder, exist_ok=True)
@@ -125,19 +136,17 @@ def run_task(task):
         outcome = {"cell": cell.name, "ok": False, "error": None, "log": log_path,
                    "record": None}
         try:
-            from minimal_attn.backends.fcam_experiment import run_experiment
-
-            config = _config(cell, task["operational"])
-            epoch = task.get("crash_after_epoch")
             log(f"-- {cell.name}: start (resume={task['resume']})")
-            results, meta = run_experiment(
-                config, out=folder, resume=task["resume"], log=log,
-                on_epoch=_crash_hook(folder, epoch) if epoch else None)
+            if cell.kind == "table2":
+                from .sweep_table2 import run_row
+
+                result, device = run_row(cell, folder, task["operational"], log)
+            else:
+                result, device = _run_table1(task, folder, log)
             record = {"format": 1, "cell": cell.name, "kind": cell.kind, "scale": cell.scale,
-                      "title": cell.title, "settings": cell.settings,
-                      "result": fcam_result(results, meta, cell.settings["paradigm"]),
+                      "title": cell.title, "settings": cell.settings, "result": result,
                       "paper": cell.paper or None,
-                      "provenance": provenance(time.perf_counter() - t0, meta["device"],
+                      "provenance": provenance(time.perf_counter() - t0, device,
                                                cell.settings.get("protocol"),
                                                task["command"] or ["attn-dyn", "sweep"])}
             write_cell(out, record)

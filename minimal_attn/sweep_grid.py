@@ -37,61 +37,83 @@ _INTS = ("m", "epochs", "seeds", "n_train", "n_test", "batch_size", "n_classes",
          "threads", "chunk")
 _FLOATS = ("momentum", "width", "threshold", "stop_loss", "hybrid_lr", "lr")
 _NAME_FIRST = ("dataset", "m", "protocol", "paradigm")
-MAX_NAME = 120
+MAX_NAME = 200
 
 
-def _key(raw):
+def _key(raw, table=1):
     key = str(raw).strip().replace("-", "_").lower()
-    if key == "paradigms":
+    if key == "paradigms" and table == 1:
         key = "paradigm"
-    if key not in KEYS:
-        raise InputError(f"unknown grid key {raw!r}: use settings of `attn-dyn train`: "
-                         f"{', '.join(KEYS)}")
+    keys = KEYS if table == 1 else _table2().keys()
+    if key not in keys and key != "table":
+        command = "train" if table == 1 else "agreement"
+        raise InputError(f"unknown grid key {raw!r}: use table or settings of `attn-dyn "
+                         f"{command}`: {', '.join(keys)}")
     return key
 
 
-def _value(key, raw):
-    """One value of ``key`` from the command line (a string) or TOML (typed)."""
+def typed(key, raw, kind, optional):
+    """One value from the command line (a string) or TOML (typed) as ``kind``."""
     text = str(raw).strip()
     bad = InputError(f"grid key {key}: {raw!r} is not a valid value")
-    if isinstance(raw, str) and text.lower() == "none" and _FIELDS.get(key) is not None \
-            and _FIELDS[key].default is None:
+    if optional and isinstance(raw, str) and text.lower() == "none":
         return None
-    if key in _INTS or key in _FLOATS:
-        if isinstance(raw, bool):
-            raise bad
+    if kind in (int, float):
         try:
-            number = float(raw) if key in _FLOATS else int(text) if isinstance(raw, str) \
-                else raw
+            number = kind(text) if isinstance(raw, str) else raw
         except ValueError:
             raise bad from None
-        if key in _INTS and (not isinstance(number, int) or isinstance(number, bool)):
+        if isinstance(number, bool) or not isinstance(number, (int, float)) or \
+                (kind is int and not isinstance(number, int)):
             raise bad
-        return {"all": number} if key == "lr" else number
-    if key == "switch_epoch":
-        if text.lower() == "auto":
-            return "auto"
-        try:
-            return int(text)
-        except ValueError:
-            raise bad from None
-    if key == "batch_seeds":
+        return kind(number)
+    if kind is bool:
         if isinstance(raw, bool) or text.lower() in ("true", "false"):
             return raw if isinstance(raw, bool) else text.lower() == "true"
         raise bad
-    if key == "foreground":        # class names joined by "+" (the comma crosses values)
-        return [n.strip() for n in (raw if isinstance(raw, list) else text.split("+"))]
     if not text:
         raise bad
     return text
 
 
-def _add(grid, key, values, where):
-    key = _key(key)
+def _value(key, raw):
+    """One value of a Table 1 ``key``."""
+    if key == "lr":                # one number: the rate of the cell's paradigm
+        value = typed(key, raw, float, True)
+        return None if value is None else {"all": value}
+    if key == "switch_epoch" and str(raw).strip().lower() == "auto":
+        return "auto"
+    if key == "foreground":        # class names joined by "+" (the comma crosses values)
+        return [n.strip() for n in (raw if isinstance(raw, list) else str(raw).split("+"))]
+    kind = int if key in _INTS + ("switch_epoch",) else float if key in _FLOATS else \
+        bool if key == "batch_seeds" else str
+    return typed(key, raw, kind, _FIELDS.get(key) is not None and _FIELDS[key].default is None)
+
+
+def _table2():
+    from . import sweep_table2
+
+    return sweep_table2
+
+
+def table_of(grid):
+    """1 (V&R Table 1 cells, the default) or 2 (Snell Table 2 rows): the grid's ``table``."""
+    tables = grid.get("table", [1])
+    if len(tables) != 1 or tables[0] not in (1, 2):
+        raise InputError(f"grid key table must be one of 1, 2 (one value), got {tables}")
+    return tables[0]
+
+
+def _add(grid, key, values, where, table=1):
+    key = _key(key, table)
     values = values if isinstance(values, list) else [values]
     out = []
     for raw in values:
-        if key == "paradigm" and str(raw).strip().lower() == "all":
+        if key == "table":
+            out.append(typed(key, raw, int, False))
+        elif table == 2:
+            out.append(_table2().value(key, raw))
+        elif key == "paradigm" and str(raw).strip().lower() == "all":
             out += list(PARADIGMS)
         elif key == "paradigm":
             out.append(check_paradigm(raw))
@@ -107,13 +129,18 @@ def _add(grid, key, values, where):
 
 def parse_tokens(tokens, grid=None):
     """``KEY=V1,V2`` tokens into ``{key: [values]}`` (added to ``grid``; a later key wins)."""
-    grid = dict(grid or {})
+    grid, pairs = dict(grid or {}), []
     for token in tokens:
         key, sep, text = str(token).partition("=")
         if not sep or not key.strip():
             raise InputError(f"grid setting {token!r} is not KEY=VALUES, e.g. m=5,20",
                              param="grid")
-        _add(grid, key, [v for v in text.split(",") if v.strip()], f"{token!r}")
+        pairs.append((key, [v for v in text.split(",") if v.strip()], f"{token!r}"))
+    for key, values, where in pairs:                  # the table first: it names the keys
+        if key.strip().lower() == "table":
+            _add(grid, key, values, where)
+    for key, values, where in pairs:
+        _add(grid, key, values, where, table_of(grid))
     return grid
 
 
@@ -142,11 +169,13 @@ def read_grid_file(path):
         raise InputError(f"grid file {path} is empty: give settings such as m = [5, 20]",
                          param="grid_file")
     grid = {}
+    if "table" in data:
+        _add(grid, "table", data["table"], path)
     for key, values in data.items():
         if isinstance(values, dict):
             raise InputError(f"grid file {path}: {key} is a table; give a value or a list",
                              param="grid_file")
-        _add(grid, key, values, path)
+        _add(grid, key, values, path, table_of(grid))
     return grid
 
 
@@ -154,7 +183,7 @@ def _canonical(value):
     return json.loads(json.dumps(value))
 
 
-def _format(value):
+def format_value(value):
     if isinstance(value, dict) and set(value) == {"all"}:
         value = value["all"]
     if isinstance(value, float):
@@ -164,14 +193,12 @@ def _format(value):
     return str(value)
 
 
-def cell_name(settings, base):
-    """``t1-DATASET-mM[-PROTOCOL]-PARADIGM`` then ``key=value`` for each setting that differs
-    from ``base`` (the defaults under the same protocol), sorted by key."""
+def cell_name(head, settings, base, skip=_NAME_FIRST):
+    """``head`` joined by ``-``, then ``key=value`` for each setting (not in ``skip``) that
+    differs from ``base`` (its default), sorted by key."""
     s = settings
-    head = ["t1", s["dataset"], f"m{s['m']}"] + ([s["protocol"]] if s["protocol"] else []) \
-        + [s["paradigm"]]
-    rest = [f"{k}={_format(s[k])}" for k in sorted(s)
-            if k not in _NAME_FIRST and s[k] != base.get(k)]
+    rest = [f"{k}={format_value(s[k])}" for k in sorted(s)
+            if k not in skip and s[k] != base.get(k)]
     name = "-".join(head + rest).replace("/", "_").replace(" ", "_")
     if len(name) > MAX_NAME:       # a file name has room for 255 bytes; keep it readable
         digest = hashlib.sha1(json.dumps(s, sort_keys=True).encode()).hexdigest()[:10]
@@ -199,7 +226,9 @@ def expand(grid):
         raise InputError("the grid is empty: give settings such as --grid m=5,20 "
                          "paradigm=all or --grid-file FILE")
     operational(grid)
-    keys = sorted(grid)
+    if table_of(grid) == 2:
+        return _table2().expand({k: v for k, v in grid.items() if k != "table"})
+    keys = sorted(k for k in grid if k != "table")
     cells = {}
     for combo in itertools.product(*(grid[k] for k in keys)):
         given = dict(zip(keys, combo))
@@ -219,7 +248,9 @@ def expand(grid):
             except InputError as exc:     # the sweep's options are not train's: no param
                 raise InputError(f"grid: {exc}") from None
             settings = _settings(c, p)
-            name = cell_name(settings, _settings(base, p))
+            # t1-DATASET-mM[-PROTOCOL]-PARADIGM, as the cells of `attn-dyn cells`
+            head = ["t1", c.dataset, f"m{c.m}"] + ([c.protocol] if c.protocol else []) + [p]
+            name = cell_name(head, settings, _settings(base, p))
             saif_acc = PAPER_TABLE1.get((c.dataset, c.m), {}).get(p)
             cells[name] = Cell(name, "table1", _scale(c, given), _title(settings),
                                settings, "", {"saif": saif_acc[0], "accuracy": saif_acc[1]}
@@ -242,7 +273,7 @@ def _title(s):
 def operational(grid):
     """The operational settings of a grid (one value each): ``{key: value}``."""
     out = {}
-    for key in OPERATIONAL:
+    for key in OPERATIONAL if table_of(grid) == 1 else _table2().OPERATIONAL:
         if key in grid:
             if len(grid[key]) != 1:
                 raise InputError(f"grid key {key} changes where a cell runs, not its result: "

@@ -1,6 +1,7 @@
-r"""A sweep's merged result set: its cells' records as one Table 1, beside the paper's.
+r"""A sweep's merged result set: its cells' records as one table, beside the paper's.
 
-Vashisht & Ramaswamy (2023), Table 1. :func:`write_merged` reads the records
+Vashisht & Ramaswamy (2023), Table 1, or Snell et al. (2021), Table 2
+(:mod:`minimal_attn.sweep_table2`). :func:`write_merged` reads the records
 of a grid's cells (``OUT/cells/NAME.json``, :mod:`minimal_attn.results_store`)
 and writes, in sorted cell order and without a date or a wall time, so that
 the files are the same bit for bit whichever engine ran the cells and in
@@ -10,8 +11,10 @@ whatever order they finished:
   and the paper's numbers; the cells without a record under ``missing``;
 * ``summary.csv``: one row a cell, fractions in [0, 1]; ``summary.md``: the
   Table 1 layout of ``attn-dyn train`` (percent, mean ± std over seeds) with
-  the paper's test accuracy and SAIF beside ours;
-* ``figures/table1.png``: test accuracy and SAIF per cell, the paper's marked.
+  the paper's test accuracy and SAIF beside ours (Table 2: our row of each
+  cell, then the paper's);
+* ``figures/table1.png``: test accuracy and SAIF per cell, the paper's marked
+  (``figures/table2.png``: each column of Table 2, ours beside the paper's).
 
 Provenance (commit, card, date, wall time) stays in each cell's record.
 """
@@ -29,7 +32,8 @@ SPLITS, METRICS = ("train", "test"), ("accuracy", "saif")
 
 def _entry(record):
     result = {k: v for k, v in record["result"].items() if k != "train_seconds"}
-    return {"cell": record["cell"], "title": record["title"], "scale": record["scale"],
+    return {"cell": record["cell"], "kind": record["kind"], "title": record["title"],
+            "scale": record["scale"],
             "settings": record["settings"], "result": result, "paper": record.get("paper")}
 
 
@@ -48,6 +52,13 @@ def _as_aggregate(result):
 
 
 def summary_markdown(entries, missing):
+    if any(e["kind"] == "table2" for e in entries):
+        from .sweep_table2 import summary_lines
+
+        lines = ["Sweep: Snell Table 2 rows (%; the paper's row under ours).", ""] + \
+            summary_lines(entries)
+        return "\n".join(lines + (["", "Not finished: " + ", ".join(missing) + "."]
+                                  if missing else [])) + "\n"
     header = ["cell", "dataset", "seeds"] + SUMMARY_HEADER
     lines = ["Sweep: V&R Table 1 cells (mean ± std over seeds, %; the paper's test numbers "
              "beside ours).", "", "| " + " | ".join(header) + " |",
@@ -105,7 +116,7 @@ def plot_cells(entries, path):
 
 
 def write_merged(out, names, grid=None):
-    """Write results.json, summary.csv, summary.md and figures/table1.png; return entries."""
+    """Write results.json, summary.csv, summary.md and the figure; return (entries, missing)."""
     entries, missing = merged(out, names)
     # where the cells ran (data_dir, threads, ...) is not part of the result
     grid = {k: v for k, v in (grid or {}).items() if k not in OPERATIONAL}
@@ -113,7 +124,13 @@ def write_merged(out, names, grid=None):
         json.dump({"format": 1, "grid": grid, "cells": entries, "missing": missing}, f,
                   indent=1, sort_keys=True)
         f.write("\n")
-    write_csv(os.path.join(out, "summary.csv"), *_csv_rows(entries))
+    if any(e["kind"] == "table2" for e in entries):
+        from .sweep_table2 import csv_rows, plot_rows
+
+        write_csv(os.path.join(out, "summary.csv"), *csv_rows(entries))
+        plot_rows(entries, os.path.join(out, "figures", "table2.png"))
+    else:
+        write_csv(os.path.join(out, "summary.csv"), *_csv_rows(entries))
+        plot_cells(entries, os.path.join(out, "figures", "table1.png"))
     write_text(os.path.join(out, "summary.md"), summary_markdown(entries, missing))
-    plot_cells(entries, os.path.join(out, "figures", "table1.png"))
     return entries, missing

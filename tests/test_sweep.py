@@ -240,3 +240,27 @@ def test_an_unwritable_out_is_one_line(tmp_path):
     r = sweep("--grid", "m=3", "--out", str(afile / "sub"))
     assert r.exit_code == 2 and r.output.count("Error:") == 1 and "--out" in r.output
     assert afile.read_text() == "x"
+
+
+def test_a_table2_row_is_a_cell_too(tmp_path, shared_data, torch_one_thread):
+    """table=2: a tiny Snell Table 2 row (SST-2) as one cell, its record and the paper's row."""
+    grid = ["table=2", "dataset=sst2", "steps=10", "hidden=8", "emb=8", "out_hidden=8",
+            "max_train=100", "max_val=20", "eval_every=10", "proxy_d=8", "proxy_epochs=1",
+            "vocab_size=300"]
+    out = tmp_path / "t2"
+    args = ["--grid", *grid, "--device", "cpu", "--data-dir", str(shared_data / "sst2"),
+            "--out", str(out)]
+    r = sweep(*args)
+    assert r.exit_code == 0, r.output
+    (name,) = [c.name for c in sweep_grid.expand(sweep_grid.parse_tokens(grid))]
+    assert name.startswith("t2-sst2-") and "A(α,β)" in r.output
+    merged = json.loads((out / "results.json").read_text())
+    (entry,) = merged["cells"]
+    row = json.loads((out / "cells" / name / "agreement.json").read_text())
+    assert entry["kind"] == "table2" and entry["result"]["row"] == [
+        row[k] for k in entry["result"]["columns"]]
+    assert entry["paper"]["row"] == [20, 34, 22, 25, 8, 78, 82, 84]     # Table 2, SST
+    assert "| paper | 20 | 34 |" in (out / "summary.md").read_text()
+    assert (out / "figures" / "table2.png").is_file()
+    again = sweep(*args)
+    assert again.exit_code == 0 and again.output.count(": already done (") == 1
