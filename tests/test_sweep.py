@@ -197,6 +197,14 @@ def test_a_killed_driver_resumes_to_the_same_result(baseline, tmp_path):
     assert_same_merged(baseline[0], out)
 
 
+def test_the_extras_are_imported_only_when_chosen():
+    code = ("import sys, minimal_attn.cli.sweep_cmd, minimal_attn.sweep; "
+            "print(sorted(m for m in ('ray', 'submitit', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr
+
+
 @pytest.mark.parametrize("engine,module", [("ray", "ray"), ("slurm", "submitit")])
 def test_a_missing_extra_is_one_line(tmp_path, monkeypatch, engine, module):
     monkeypatch.setitem(sys.modules, module, None)        # import fails as if absent
