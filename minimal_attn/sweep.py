@@ -23,10 +23,13 @@ import sys
 
 from .errors import InputError
 from .io import check_output_dir, ensure_dir, write_json
-from .sweep_cell import make_task, read_record, record_status
+from .sweep_cell import CRASH_STATUS, make_task, read_record, record_status
 from .sweep_engines import make_engine
 from .sweep_grid import expand, operational
 from .sweep_report import write_merged
+
+#: Test hook: set, the driver exits (as if killed) right after it submitted its first jobs.
+DRIVER_CRASH_ENV = "ATTN_DYN_SWEEP_DRIVER_CRASH"
 
 
 def sweep_file(out):
@@ -114,17 +117,26 @@ def _drive(out, cells, extra, runner, retries, log, command):
         log(f"{len(skipped)} of {len(cells)} cells already done; {len(waiting)} to run on "
             f"{runner.name}")
     running, failed, tries = [], {}, {}
+    if hasattr(runner, "reattach"):        # jobs of a killed driver may still run
+        running, waiting = runner.reattach(waiting)
+        for job, tasks in running:
+            log(f"job {job.job_id} of an earlier driver still runs "
+                f"{', '.join(t['cell'].name for t in tasks)}: waiting for it")
     while waiting or running:
         while waiting and len(running) < runner.parallel:
             batch, waiting = waiting[:runner.cells_per_job], waiting[runner.cells_per_job:]
             running.append(runner.start(batch))
+        if os.environ.get(DRIVER_CRASH_ENV):
+            os._exit(CRASH_STATUS)           # test hook: the driver killed mid-sweep
         counts.running = sum(len(h[1]) for h in running)
         for handle, outcomes in runner.finished(running, timeout=5.0):
             running = [h for h in running if h is not handle]
-            retry = []
-            for task, outcome in zip(handle[1], outcomes):
+            retry, mine = [], {t["cell"].name: t for t in handle[1]}
+            for outcome in outcomes:
+                name, task = outcome["cell"], mine.get(outcome["cell"])
+                if task is None:           # a reattached job's cell done or not in the grid
+                    continue
                 counts.running -= 1
-                name = outcome["cell"]
                 if outcome.get("died") and record_status(out, task["cell"]) == "done":
                     record = read_record(out, name)       # finished before its job died
                     outcome = {"cell": name, "ok": True, "record": record,

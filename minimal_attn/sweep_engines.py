@@ -11,7 +11,10 @@ the outcomes of those that ended:
 * :class:`SlurmEngine`: one submitit job a cell on Slurm (partition, time,
   GPUs, account), or submitit's local executor (``cluster="local"``); a job
   that died is resubmitted by the driver, and a pre-empted or timed-out one is
-  requeued by submitit itself (:mod:`minimal_attn._sweep_slurm`).
+  requeued by submitit itself (:mod:`minimal_attn._sweep_slurm`). Each cell's
+  ``job.json`` names its job, so that a driver started after one that was
+  killed waits for the jobs still running instead of submitting their cells
+  again (:meth:`SlurmEngine.reattach`).
 
 Ray and submitit are optional extras, imported only when their engine is
 chosen; without them the engine refuses in one line naming the extra.
@@ -19,10 +22,12 @@ A handle is ``(engine's job, [tasks])``; an outcome is the task's own dict, or
 ``{"ok": False, "died": True, ...}`` when the process running it ended without one.
 """
 
+import json
 import os
 import time
 
 from .errors import InputError
+from .io import write_json
 from .sweep_cell import run_tasks
 
 ENGINES = ("local", "ray", "slurm")
@@ -128,7 +133,41 @@ class SlurmEngine:
         self.cells_per_job = cells_per_job
 
     def start(self, tasks):
-        return self.executor.submit(self.job(), tasks), tasks
+        job = self.executor.submit(self.job(), tasks)
+        for t in tasks:
+            write_json(_job_file(t), {"job_id": str(job.job_id),
+                                      "cells": [x["cell"].name for x in tasks]})
+        return job, tasks
+
+    def _job(self, job_id):
+        from submitit.local.local import LocalJob
+        from submitit.slurm.slurm import SlurmJob
+
+        if self.local:
+            return _OrphanJob(LocalJob(self.executor.folder, job_id))
+        return SlurmJob(self.executor.folder, job_id)
+
+    def reattach(self, waiting):
+        """``(handles, rest)``: the jobs of ``waiting`` cells that a previous driver submitted
+        and that still run (or left a result), and the tasks still to submit."""
+        by_name = {t["cell"].name: t for t in waiting}
+        handles, taken, seen = [], set(), set()
+        for task in waiting:
+            try:
+                with open(_job_file(task)) as f:
+                    info = json.load(f)
+            except (OSError, ValueError):
+                continue
+            if info.get("job_id") in seen:
+                continue
+            seen.add(info["job_id"])
+            job = self._job(info["job_id"])
+            if job.done(force_check=True) and not job.paths.result_pickle.exists():
+                continue                                    # it died: submit again
+            tasks = [by_name[n] for n in info["cells"] if n in by_name and n not in taken]
+            taken.update(t["cell"].name for t in tasks)
+            handles.append((job, tasks))
+        return handles, [t for t in waiting if t["cell"].name not in taken]
 
     def finished(self, handles, timeout):
         deadline = time.monotonic() + (timeout or 0)
@@ -149,6 +188,29 @@ class SlurmEngine:
 
     def close(self):
         pass
+
+
+def _job_file(task):
+    return os.path.join(task["out"], "cells", task["cell"].name, "job.json")
+
+
+class _OrphanJob:
+    """A local job whose driver died: running while its process (pid = job id) lives."""
+
+    def __init__(self, job):
+        self.job, self.job_id, self.paths = job, job.job_id, job.paths
+
+    def done(self, force_check=False):
+        if self.paths.result_pickle.exists():
+            return True
+        try:
+            with open(f"/proc/{int(self.job_id)}/cmdline", "rb") as f:
+                return b"submitit" not in f.read()
+        except (OSError, ValueError):
+            return True
+
+    def result(self):
+        return self.job.result()
 
 
 def make_engine(name, out, address=None, num_cpus=None, cpus_per_cell=1, gpus_per_cell=0,

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from minimal_attn import sweep_grid
 from minimal_attn.cli.main import cli
 from minimal_attn.errors import InputError
+from minimal_attn.sweep import DRIVER_CRASH_ENV
 from minimal_attn.sweep_cell import CRASH_ENV
 
 pytest.importorskip("torch")
@@ -179,6 +180,28 @@ def test_slurm_local_executor_gives_the_same_result_and_resubmits(baseline, tmp_
     assert f"{victim}: worker died" in r.output
     _resumed_once(tmp_path / "slurm", victim)
     assert_same_merged(baseline[0], tmp_path / "slurm")
+
+
+def test_a_killed_slurm_driver_leaves_jobs_that_resume_waits_for(baseline, tmp_path):
+    """The jobs outlive their driver; the next driver waits for them: no cell runs twice."""
+    pytest.importorskip("submitit", reason="submitit is not installed (pip install "
+                                           "\".[slurm]\")")
+    out = tmp_path / "slurm-killed"
+    engine = ["--engine", "slurm", "--cluster", "local", "--cells-per-job", "2"]
+    cmd = [sys.executable, "-m", "minimal_attn.cli.main", "sweep", "--grid", *GRID,
+           "--threads", "1", *engine, "--max-running", "4", "--out", str(out)]
+    with open(tmp_path / "driver.log", "w") as log:      # a pipe would wait for the jobs
+        died = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=300,
+                              cwd=ROOT, env=dict(os.environ, **{DRIVER_CRASH_ENV: "1"}))
+    assert died.returncode == 70, (tmp_path / "driver.log").read_text()
+    assert not list((out / "cells").glob("*.json"))               # it died at once
+    r = sweep("--out", str(out), "--resume", *engine)
+    assert r.exit_code == 0, r.output
+    assert "of an earlier driver still runs" in r.output              # python starts slowly
+    for name in names():
+        log = (out / "cells" / name / "log.txt").read_text()
+        assert log.count(": start (") == 1, (name, log)
+    assert_same_merged(baseline[0], out)
 
 
 def test_a_killed_driver_resumes_to_the_same_result(baseline, tmp_path):
