@@ -120,7 +120,11 @@ class SlurmEngine:
         from . import _sweep_slurm
 
         self.job = _sweep_slurm.CellJob
-        self.executor = submitit.AutoExecutor(folder=folder, cluster=cluster)
+        try:
+            self.executor = submitit.AutoExecutor(folder=folder, cluster=cluster)
+        except RuntimeError as exc:           # no srun here
+            raise InputError(f"cannot submit to {cluster}: {exc} (--cluster local runs the "
+                             "jobs on this machine)", param="cluster") from None
         params = dict(timeout_min=int(time_min), gpus_per_node=int(gpus_per_cell),
                       cpus_per_task=int(cpus_per_cell), name="attn-dyn-sweep")
         if cluster == "slurm":

@@ -5,7 +5,9 @@ m and paradigm with all its seeds, and that is one cell here
 (:class:`minimal_attn.cells.Cell`, kind ``table1``). A grid is a mapping
 ``key -> [values]`` whose keys are the settings of ``attn-dyn train``
 (:class:`~minimal_attn.experiment_config.ExperimentConfig`, ``paradigm`` for
-its list of paradigms, ``-`` or ``_`` alike); the values are crossed.
+its list of paradigms, ``-`` or ``_`` alike); the values are crossed. With
+``table=2`` the keys are the settings of ``attn-dyn agreement`` and a cell is
+one Snell Table 2 row (:mod:`minimal_attn.sweep_table2`).
 
 * :func:`parse_tokens`: ``["dataset=cifar10,cifar100", "paradigm=all"]``;
 * :func:`read_grid_file`: the same as a TOML file (``m = [5, 20]``);

@@ -236,6 +236,17 @@ def test_a_missing_extra_is_one_line(tmp_path, monkeypatch, engine, module):
     assert f'.[{engine}]' in r.output and not (tmp_path / "o").exists()
 
 
+def test_slurm_without_slurm_is_one_line(tmp_path):
+    pytest.importorskip("submitit", reason="submitit is not installed")
+    import shutil
+
+    if shutil.which("srun"):
+        pytest.skip("this machine has Slurm")
+    r = sweep("--grid", "m=3", "--engine", "slurm", "--out", str(tmp_path / "o"))
+    assert r.exit_code == 2 and r.output.count("Error:") == 1 and "--cluster local" in r.output
+    assert not (tmp_path / "o").exists()
+
+
 @pytest.mark.parametrize("case,text,message", [
     ("empty", "", "is empty"),
     ("comments only", "# nothing\n", "is empty"),
