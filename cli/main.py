@@ -29,6 +29,7 @@ COMMANDS = {
     "train-seq": "seq_train_cmd:train_seq",
     "synthetic": "synthetic_cmd:synthetic",
     "cells": "cells_cmd:cells",
+    "sweep": "sweep_cmd:sweep",
 }
 
 
@@ -154,6 +155,7 @@ def cli():
       synthetic    copy, permutation, multi-head and keyword tasks
     Both papers:
       cells        paper-size experiments in short GPU jobs; the results store
+      sweep        grids of Table 1 cells or Table 2 rows: here, Ray or Slurm
     """
 
 

@@ -184,18 +184,23 @@ def _run_fcam(cell, data_dir, work, device, log):
 
     c = _fcam_config(cell, data_dir, device)
     results, meta = run_experiment(c, out=work, resume=True, log=log)
-    entry, runs = results[cell.settings["paradigm"]], meta
-    per_seed = {split: entry[split]["per_seed"] for split in ("train", "test")}
-    result = {split: {k: summarise([s[k] for s in per_seed[split]])
-                      for k in ("accuracy", "saif")} for split in ("train", "test")}
-    # training time summed over seeds, kept across resumes (batched seeds: their shares)
-    result["train_seconds"] = sum(s["seconds"] for s in per_seed["test"])
-    result["stopped_epochs"] = runs["stopped_epochs"][cell.settings["paradigm"]]
-    result["epochs_run"] = runs["epochs_run"][cell.settings["paradigm"]]
+    result = fcam_result(results, meta, cell.settings["paradigm"])
     settings = {k: meta[k] for k in ("dataset", "m", "protocol", "optimizer", "focus_init",
                                      "classifier", "stop_loss", "epochs", "batch_size",
                                      "n_train", "n_test", "width", "lr", "switch_epoch")}
     return result, dict(settings, seeds=len(meta["seeds"])), meta["device"]
+
+
+def fcam_result(results, meta, paradigm):
+    """A record's ``result`` for one paradigm of ``run_experiment``'s (results, meta)."""
+    per_seed = {split: results[paradigm][split]["per_seed"] for split in ("train", "test")}
+    result = {split: {k: summarise([s[k] for s in per_seed[split]])
+                      for k in ("accuracy", "saif")} for split in ("train", "test")}
+    # training time summed over seeds, kept across resumes (batched seeds: their shares)
+    result["train_seconds"] = sum(s["seconds"] for s in per_seed["test"])
+    result["stopped_epochs"] = meta["stopped_epochs"][paradigm]
+    result["epochs_run"] = meta["epochs_run"][paradigm]
+    return result
 
 
 def _run_hatexplain(cell, data_dir, work, device, log):
@@ -218,17 +223,22 @@ def _run_hatexplain(cell, data_dir, work, device, log):
 
 
 def _run_agreement(cell, data_dir, work, device, log):
-    from minimal_attn.agreement_table import COLUMNS
     from minimal_attn.backends.torch_agreement import AgreementConfig, run_agreement
 
     s = cell.settings
     config = AgreementConfig(task=s["task"], dataset=s["dataset"], data_dir=data_dir,
                              device=None if device == "auto" else device)
     out = run_agreement(config, work)
-    result = {"row": [out.get(k) for k in COLUMNS], "columns": list(COLUMNS),
-              "performance": out["runs"]["standard"][-1]["val_perf"],
-              "performance_name": out["performance"]}
-    return result, {"task": s["task"], "dataset": s["dataset"]}, str(device)
+    return agreement_result(out), {"task": s["task"], "dataset": s["dataset"]}, str(device)
+
+
+def agreement_result(out):
+    """A record's ``result`` from ``run_agreement``'s agreement.json dict (one Table 2 row)."""
+    from .agreement_table import COLUMNS
+
+    return {"row": [out.get(k) for k in COLUMNS], "columns": list(COLUMNS),
+            "performance": out["runs"]["standard"][-1]["val_perf"],
+            "performance_name": out["performance"]}
 
 
 def _run_synthetic(cell, data_dir, work, device, log):
