@@ -51,6 +51,11 @@ class AgreementConfig:
     out_hidden: int = 256
     batch_size: Optional[int] = None
     lr: float = 1e-3
+    lr_schedule: str = "constant"     # or cosine (see SeqTrainConfig.lr_at)
+    warmup: int = 0                   # linear warm-up steps
+    clip: Optional[float] = None      # gradient-norm clipping
+    dropout: float = 0.5              # translate: dropout (A.8: 0.5)
+    max_len: Optional[int] = None     # drop training pairs longer than this (ids, either side)
     eval_every: Optional[int] = None
     max_train: Optional[int] = None   # first N training examples
     max_val: Optional[int] = None     # first N validation examples
@@ -122,11 +127,14 @@ def prepare(c, out_dir):
     pick_device(c.device)
     base = SeqTrainConfig(task=c.task, steps=c.steps, batch_size=c.batch_size, lr=c.lr,
                           hidden=c.hidden, emb=c.emb, out_hidden=c.out_hidden,
+                          lr_schedule=c.lr_schedule, warmup=c.warmup, clip=c.clip,
+                          dropout=c.dropout,
                           eval_every=c.eval_every, seed=c.seed, bleu=c.bleu,
                           train_eval=c.train_eval, device=c.device).resolved()
     spm_file = os.path.join(out_dir, "spm.model")
     task = load_text_task(c.task, c.dataset, c.data_dir, c.max_train, c.max_val, c.vocab_size,
-                          model_file=spm_file if os.path.exists(spm_file) else None)
+                          model_file=spm_file if os.path.exists(spm_file) else None,
+                          max_len=c.max_len)
     if c.embeddings is not None and not os.path.isfile(c.embeddings):
         raise InputError(f"embeddings file {c.embeddings} does not exist", param="embeddings")
     ensure_dir(out_dir)
