@@ -75,6 +75,7 @@ def test_resume_continues_exactly(tmp_path):
     (["copy", "--hidden", "-3"], "--hidden"),
     (["copy", "--lr", "0"], "--lr"),
     (["multihead", "--heads", "0"], "--heads"),
+    (["multihead", "--vocab", "39"], "--vocab"),
     (["tsp"], "tsp"),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path, args, needle):
