@@ -30,6 +30,7 @@ from minimal_attn.seq_data import load_text_task
 from .torch_seq_train import (
     SeqTrainConfig,
     check_int,
+    data_fingerprint,
     load_rows,
     load_run,
     pick_device,
@@ -77,6 +78,12 @@ def _fingerprint(*parts):
     for p in parts:
         h.update(repr(p).encode())
     return h.hexdigest()
+
+
+def proxy_key(task, c):
+    """What the cached proxies depend on: the token ids themselves (not only their counts)."""
+    return _fingerprint(data_fingerprint(task), task.info, c.proxy_d, c.proxy_epochs, c.seed,
+                        c.train_eval)
 
 
 def _cached_rows(path, key, compute):
@@ -175,8 +182,7 @@ def run_agreement(config, out_dir, callback=None):
         train_seq(task, rc, folder, callback=report,
                   embeddings=c.embeddings if rc.attention != "frozen" else None)
         loaded[name] = load_run(folder)
-    key = _fingerprint(task.info, len(task.train_src), c.proxy_d, c.proxy_epochs, c.seed,
-                       c.train_eval)
+    key = proxy_key(task, c)
     if callback:
         callback("proxy", "start", {"total": 1, "done": 0})
     px = _cached_rows(os.path.join(out_dir, "proxy.npz"), key, lambda: _proxy_rows(task, c))

@@ -68,3 +68,18 @@ def test_beta_uf_and_beta_px_meet_on_the_keyword(tmp_path, torch_one_thread, len
     assert scores[best]["baseline"] < 0.15 and scores[best]["agreement"] >= 0.8, (length, scores)
     assert on_keyword[0] < 0.5                  # at initialisation beta^uf knows nothing
     assert len(result["curves"]["A_beta_uf_beta_px"]) == len(history)
+
+
+def test_cached_proxy_is_refitted_when_the_ids_change():
+    """proxy.npz is reused only for the same token ids, not merely the same sizes."""
+    from minimal_attn.backends.torch_agreement import proxy_key
+    from minimal_attn.seq_data import TextTask
+
+    def task(first):
+        src = [np.array([first, 4, 5]), np.array([4, 5, 6])]
+        return TextTask("classify", src, [np.array([1]), np.array([0])], src[:1],
+                        [np.array([1])], n_vocab=8, n_out=2, itos=list("abcdefgh"),
+                        info={"n_train": 2})
+    config = AgreementConfig()
+    assert proxy_key(task(3), config) == proxy_key(task(3), config)
+    assert proxy_key(task(3), config) != proxy_key(task(7), config)
