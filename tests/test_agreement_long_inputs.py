@@ -6,8 +6,9 @@ written as the ``tsv`` data set a user would give ``attn-dyn agreement``. On the
 positives both probes must peak on the keyword: the uniform-attention model's
 beta^uf (Snell Eq. (9), A.7) and the proxy's beta^px (Snell Eq. (6)).
 (With a second keyword for the negatives a model may learn only one of the two
-and classify by its absence, so the other class's beta^uf peaks anywhere.) The row goes through the whole pipeline
-(reader, padding, batching, evaluation, proxy, table), so any misalignment of
+and classify by its absence, so the other class's beta^uf peaks anywhere.)
+The row goes through the whole pipeline (reader, padding, batching,
+evaluation, proxy, table), so any misalignment of
 positions or token ids between the two (padding on the wrong side, truncation,
 other ids for the proxy) drops A(beta^uf, beta^px) towards the baseline.
 """
