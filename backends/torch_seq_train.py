@@ -37,6 +37,9 @@ PAPER = {"classify": {"steps": 4000, "batch_size": 32, "emb": 300,
                        "first_evals": (0, 50, 100, 500, 1000, 1500), "every": 2000}}
 FORMAT = 1
 LR_SCHEDULES = ("constant", "cosine")
+#: Options added after FORMAT 1 checkpoints existed: left out of the compared settings at
+#: these values, so a run written before them still continues.
+LATER_DEFAULTS = {"lr_schedule": "constant", "warmup": 0, "clip": None}
 
 
 def check_int(name, value, low):
@@ -239,7 +242,8 @@ def train_seq(task, config, out_dir, callback=None, embeddings=None):
     device = pick_device(c.device)
     ensure_dir(out_dir)
     ckpt_path, fingerprint = os.path.join(out_dir, "checkpoint.pt"), data_fingerprint(task)
-    comparable = {k: v for k, v in asdict(c).items() if k != "device"}
+    comparable = {k: v for k, v in asdict(c).items()
+                  if k != "device" and not (k in LATER_DEFAULTS and v == LATER_DEFAULTS[k])}
     torch.manual_seed(c.seed)
     model = build_model(task, c).to(device)
     if embeddings is not None:

@@ -12,6 +12,7 @@ from minimal_attn.backends.torch_seq_train import (  # noqa: E402
     load_run,
     train_seq,
 )
+from minimal_attn.errors import InputError  # noqa: E402
 from minimal_attn.seq_data import TextTask  # noqa: E402
 
 
@@ -103,3 +104,15 @@ def test_schedule_and_clip_reach_the_optimizer(tmp_path, torch_one_thread):
     train_seq(task, SeqTrainConfig(**base), tmp_path / "c")
     plain = torch.load(tmp_path / "c" / "checkpoint.pt", weights_only=False)["model"]
     assert any(not torch.equal(plain[k], state["model"][k]) for k in plain)
+
+
+def test_runs_from_before_the_schedule_options_still_continue(tmp_path, torch_one_thread):
+    task = _task("classify")
+    c = SeqTrainConfig(steps=4, batch_size=4, hidden=8, emb=6, eval_every=2, device="cpu")
+    train_seq(task, c, tmp_path / "r")
+    saved = torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=False)["config"]
+    assert not {"lr_schedule", "warmup", "clip"} & set(saved)     # as a FORMAT 1 run wrote it
+    train_seq(task, c, tmp_path / "r")                                # reused, not refused
+    assert [h["step"] for h in load_run(tmp_path / "r")[0]] == [0, 2, 4]
+    with pytest.raises(InputError, match="other settings"):
+        train_seq(task, SeqTrainConfig(**{**c.__dict__, "warmup": 2}), tmp_path / "r")
