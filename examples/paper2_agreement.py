@@ -38,7 +38,7 @@
 #
 # * SST-2: LSTM width 32, random embeddings of width 32, Adam lr 1e-2, 500 steps,
 #   the first 10,000 training examples, the 872 validation sentences, proxy width 64.
-# * Multi30k, a recipe that trains in about 15 minutes of one core: all 29,000
+# * Multi30k, a recipe that trains in about 14 minutes on one thread: all 29,000
 #   pairs but those longer than 40 pieces on either side (5.5% dropped), one
 #   1,000-piece SentencePiece vocabulary shared by both sides (shorter, more
 #   frequent pieces than 8,000 give a small model more to learn per step),
