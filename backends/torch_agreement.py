@@ -37,7 +37,14 @@ from minimal_attn.resources import check_memory, check_steps
 from minimal_attn.seq_data import load_text_task
 
 from .torch_seq_inputs import check_embeddings, check_int, check_run, pick_device
-from .torch_seq_train import SeqTrainConfig, load_rows, load_run, save_rows, train_seq
+from .torch_seq_train import (
+    SeqTrainConfig,
+    data_fingerprint,
+    load_rows,
+    load_run,
+    save_rows,
+    train_seq,
+)
 
 
 @dataclass
@@ -53,6 +60,11 @@ class AgreementConfig:
     out_hidden: int = 256
     batch_size: Optional[int] = None
     lr: float = 1e-3
+    lr_schedule: str = "constant"     # or cosine (see SeqTrainConfig.lr_at)
+    warmup: int = 0                   # linear warm-up steps
+    clip: Optional[float] = None      # gradient-norm clipping
+    dropout: float = 0.5              # translate: dropout (A.8: 0.5)
+    max_len: Optional[int] = None     # drop training pairs longer than this (ids, either side)
     eval_every: Optional[int] = None
     max_train: Optional[int] = None   # first N training examples
     max_val: Optional[int] = None     # first N validation examples
@@ -83,6 +95,12 @@ def _read_cache(path):
     """The rows cached at ``path`` (None if absent); a damaged cache is refused in one line."""
     return load_guarded(path, load_rows, lambda r: None if "key" in r else "not a cache",
                         what="cached proxy", fix="delete it to fit the proxy again", prev=False)
+
+
+def proxy_key(task, c):
+    """What the cached proxies depend on: the token ids themselves (not only their counts)."""
+    return _fingerprint(data_fingerprint(task), task.info, c.proxy_d, c.proxy_epochs, c.seed,
+                        c.train_eval)
 
 
 def _cached_rows(path, key, compute):
@@ -135,6 +153,8 @@ def prepare(c, out_dir, proxy_too=False):
     pick_device(c.device)
     base = SeqTrainConfig(task=c.task, steps=c.steps, batch_size=c.batch_size, lr=c.lr,
                           hidden=c.hidden, emb=c.emb, out_hidden=c.out_hidden,
+                          lr_schedule=c.lr_schedule, warmup=c.warmup, clip=c.clip,
+                          dropout=c.dropout,
                           eval_every=c.eval_every, seed=c.seed, bleu=c.bleu,
                           train_eval=c.train_eval, device=c.device).resolved()
     if c.embeddings is not None:
@@ -142,7 +162,8 @@ def prepare(c, out_dir, proxy_too=False):
     check_output_dir(out_dir)
     spm_file = os.path.join(out_dir, "spm.model")
     task = load_text_task(c.task, c.dataset, c.data_dir, c.max_train, c.max_val, c.vocab_size,
-                          model_file=spm_file if os.path.exists(spm_file) else None)
+                          model_file=spm_file if os.path.exists(spm_file) else None,
+                          max_len=c.max_len)
     check_run(task, base)
     if proxy_too:
         for name in CACHES:                   # refused now, not after training every model
@@ -199,8 +220,7 @@ def _run_agreement(c, out_dir, callback, log):
         train_seq(task, rc, folder, callback=report,
                   embeddings=c.embeddings if rc.attention != "frozen" else None, log=log)
         loaded[name] = load_run(folder)
-    key = _fingerprint(task.info, len(task.train_src), c.proxy_d, c.proxy_epochs, c.seed,
-                       c.train_eval)
+    key = proxy_key(task, c)
     if callback:
         callback("proxy", "start", {"total": 1, "done": 0})
     px = _cached_rows(os.path.join(out_dir, "proxy.npz"), key, lambda: _proxy_rows(task, c))

@@ -18,6 +18,7 @@ permutations drawn from ``seed``, so the data order needs no saved state.
 import functools
 import hashlib
 import json
+import math
 import os
 from dataclasses import asdict, dataclass
 from typing import Optional
@@ -39,6 +40,10 @@ PAPER = {"classify": {"steps": 4000, "batch_size": 32, "emb": 300,
          "translate": {"steps": 20000, "batch_size": 16, "emb": None,
                        "first_evals": (0, 50, 100, 500, 1000, 1500), "every": 2000}}
 FORMAT, KIND = 2, "seq"
+LR_SCHEDULES = ("constant", "cosine")
+#: Options added after the first FORMAT 2 checkpoints existed: left out of the compared
+#: settings at these values, so a run written before them still continues.
+LATER_DEFAULTS = {"lr_schedule": "constant", "warmup": 0, "clip": None}
 
 
 @dataclass
@@ -50,6 +55,9 @@ class SeqTrainConfig:
     steps: Optional[int] = None       # Adam updates; paper: 4000 (classify), 20000 here (translate)
     batch_size: Optional[int] = None  # paper: 32 (classify), 16 (translate)
     lr: float = 1e-3                  # Adam step size (PyTorch default; the paper gives none)
+    lr_schedule: str = "constant"     # constant, or cosine: decay from lr to lr/100 at the end
+    warmup: int = 0                   # steps of linear warm-up from lr/warmup to lr
+    clip: Optional[float] = None      # clip the gradient norm to this (None: no clipping)
     hidden: int = 256                 # LSTM width (A.8: 256)
     emb: Optional[int] = None         # classify: embedding width (300); translate: = hidden
     out_hidden: int = 256             # translate: hidden layer of N (A.8: 256)
@@ -78,14 +86,33 @@ class SeqTrainConfig:
             check_int(name, getattr(c, name), 1)
         check_int("train_eval", c.train_eval, 0)
         check_int("seed", c.seed, 0)
+        check_int("warmup", c.warmup, 0)
+        if c.lr_schedule not in LR_SCHEDULES:
+            raise InputError(f"lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got "
+                             f"{c.lr_schedule!r}", param="lr_schedule")
+        if not 0.0 <= c.dropout < 1.0:
+            raise InputError(f"dropout must be in [0, 1), got {c.dropout}", param="dropout")
         if c.task == "translate" and c.hidden % 2:
             raise InputError(f"hidden must be even for translation, got {c.hidden}",
                              param="hidden")
-        try:
-            check_positive("lr", c.lr)
-        except InputError as exc:
-            raise InputError(str(exc), param="lr") from None
+        for name in ("lr",) + (("clip",) if c.clip is not None else ()):
+            try:
+                check_positive(name, getattr(c, name))
+            except InputError as exc:
+                raise InputError(str(exc), param=name) from None
         return c
+
+    def lr_at(self, step):
+        """Adam's step size for update ``step`` (0-based): warm-up, then constant or cosine.
+
+        A function of the step alone, so a resumed run needs no scheduler state.
+        """
+        if step < self.warmup:
+            return self.lr * (step + 1) / self.warmup
+        if self.lr_schedule == "constant":
+            return self.lr
+        frac = (step - self.warmup) / max(self.steps - self.warmup, 1)     # 0 .. 1
+        return self.lr * (0.01 + 0.99 * 0.5 * (1.0 + math.cos(math.pi * frac)))
 
     def eval_steps(self):
         p = PAPER[self.task]
@@ -209,7 +236,8 @@ def train_seq(task, config, out_dir, callback=None, embeddings=None, log=None):
     device = pick_device(c.device)
     check_run(task, c)
     ckpt_path, fingerprint = os.path.join(out_dir, "checkpoint.pt"), data_fingerprint(task)
-    comparable = {k: v for k, v in asdict(c).items() if k != "device"}
+    comparable = {k: v for k, v in asdict(c).items()
+                  if k != "device" and not (k in LATER_DEFAULTS and v == LATER_DEFAULTS[k])}
     state = read_checkpoint(ckpt_path, comparable, fingerprint, log)
     torch.manual_seed(c.seed)
     model = build_model(task, c).to(device)
@@ -255,6 +283,10 @@ def train_seq(task, config, out_dir, callback=None, embeddings=None, log=None):
                              "lower --lr", param="lr")
         opt.zero_grad()
         loss.backward()
+        if c.clip is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), c.clip)
+        for group in opt.param_groups:
+            group["lr"] = c.lr_at(step)
         try:
             opt.step()
         except RuntimeError as exc:                 # an lr near float32's largest number

@@ -51,6 +51,7 @@ class SyntheticConfig:
     uniform: bool = False             # freeze attention to 1/L (beta^uf models)
     device: Optional[str] = "cpu"     # cpu or cuda
     dtype: str = "float32"            # float64 for exactness tests
+    vocab: Optional[int] = None       # seq2seq word ids 1..vocab; None: the conditions' largest
 
 
 @dataclass
@@ -123,12 +124,16 @@ def init_params(runs, config):
     if _is_keyword(runs):
         return tsm.init_classifier([r.init_seed for r in runs], LENGTH + 1, config.hidden,
                                    config.embed, dtype, device)
-    # one shared vocabulary, the largest of the runs' conditions (ids 0..V)
-    vocab = {SEQ_VOCAB[r.condition] for r in runs}
+    # one shared vocabulary, the largest of the runs' conditions (ids 0..V), or config.vocab
+    need = max(SEQ_VOCAB[r.condition] for r in runs)
+    if config.vocab is not None and config.vocab < need:
+        raise InputError(f"vocab must be at least {need} for these tasks, got {config.vocab}",
+                         param="vocab")
     if len({len(r.head_seeds) for r in runs}) != 1:
         raise InputError("runs batched together need the same number of heads")
     return tsm.init_seq2seq([r.init_seed for r in runs], [r.head_seeds for r in runs],
-                            max(vocab) + 1, config.hidden, config.embed, dtype, device)
+                            (config.vocab or need) + 1, config.hidden, config.embed, dtype,
+                            device)
 
 
 def _loss(params, batch, keyword, uniform):

@@ -20,6 +20,7 @@ from .seq_options import CTX, ProgressBars, data_and_model_options, infer_task
 @click.option("--kendall/--no-kendall", default=True, show_default=True,
               help="Also the table with Kendall's tau instead of A (Table 3).")
 def agreement(task, dataset, data_dir, out, steps, hidden, emb, out_hidden, batch_size, lr,
+              lr_schedule, warmup, clip, dropout, max_len,
               eval_every, max_train, max_val, vocab_size, seed, train_eval, bleu, embeddings,
               device, progress, proxy_d, proxy_epochs, frozen, logistic, kendall):
     """Train the models one row of Table 2 needs and write the agreement table.
@@ -42,6 +43,8 @@ def agreement(task, dataset, data_dir, out, steps, hidden, emb, out_hidden, batc
     config = AgreementConfig(task=infer_task(task, dataset), dataset=dataset, data_dir=data_dir,
                              steps=steps, hidden=hidden, emb=emb, out_hidden=out_hidden,
                              batch_size=batch_size, lr=lr, eval_every=eval_every,
+                             lr_schedule=lr_schedule, warmup=warmup, clip=clip,
+                             dropout=dropout, max_len=max_len,
                              max_train=max_train, max_val=max_val, vocab_size=vocab_size,
                              seed=seed, proxy_d=proxy_d, proxy_epochs=proxy_epochs,
                              frozen=frozen, logistic=logistic, kendall=kendall,

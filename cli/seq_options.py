@@ -33,6 +33,18 @@ def data_and_model_options(f):
         click.option("--batch-size", type=int, default=None,
                      help="[paper: 32 classify, 16 translate]."),
         click.option("--lr", type=float, default=1e-3, show_default=True, help="Adam step size."),
+        click.option("--lr-schedule", type=click.Choice(["constant", "cosine"]),
+                     default="constant", show_default=True,
+                     help="cosine: decay from --lr to --lr/100 over the steps."),
+        click.option("--warmup", type=int, default=0, show_default=True,
+                     help="Steps of linear learning-rate warm-up."),
+        click.option("--clip", type=float, default=None,
+                     help="Clip the gradient norm to this [no clipping]."),
+        click.option("--dropout", type=float, default=0.5, show_default=True,
+                     help="translate: dropout on embeddings and between LSTM layers (A.8)."),
+        click.option("--max-len", type=int, default=None,
+                     help="Train only on pairs of at most N ids on each side (validation "
+                          "kept whole) [all]."),
         click.option("--eval-every", type=int, default=None,
                      help="Evaluate every N steps after the paper's first points "
                           "[250 classify, 2000 translate]."),

@@ -15,6 +15,7 @@ from .seq_options import CTX, ProgressBars, data_and_model_options, infer_task
               help="learned (standard), uniform over real tokens (A.7) or frozen: only the "
                    "attention layer trains (A.6).")
 def train_seq(task, dataset, data_dir, out, steps, hidden, emb, out_hidden, batch_size, lr,
+              lr_schedule, warmup, clip, dropout, max_len,
               eval_every, max_train, max_val, vocab_size, seed, train_eval, bleu, embeddings,
               device, progress, attention):
     """Train one translation or classification model with attention.
@@ -34,6 +35,8 @@ def train_seq(task, dataset, data_dir, out, steps, hidden, emb, out_hidden, batc
     config = AgreementConfig(task=infer_task(task, dataset), dataset=dataset, data_dir=data_dir,
                              steps=steps, hidden=hidden, emb=emb, out_hidden=out_hidden,
                              batch_size=batch_size, lr=lr, eval_every=eval_every,
+                             lr_schedule=lr_schedule, warmup=warmup, clip=clip,
+                             dropout=dropout, max_len=max_len,
                              max_train=max_train, max_val=max_val, vocab_size=vocab_size,
                              seed=seed, train_eval=train_eval, bleu=bleu, embeddings=embeddings,
                              device=device)

@@ -63,6 +63,10 @@ def _progress_callback(enabled):
 @click.option("--pool", type=int, default=24, show_default=True,
               help="multihead: candidate heads screened for good/bad.")
 @click.option("--first-seed", type=int, default=0, show_default=True)
+@click.option("--vocab", type=int, default=None,
+              help="Word ids 1..N of the seq2seq model [the largest of the task's conditions: "
+                   "40 multihead and permute-only, 60 copy]; multihead --vocab 60 screens "
+                   "heads in the model size the copy task uses.")
 @click.option("--paper-size", is_flag=True,
               help="Paper sizes (H = E = 256, 20 seeds, 3000 steps, lr 1e-3) unless "
                    "given explicitly.")
@@ -72,7 +76,7 @@ def _progress_callback(enabled):
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def synthetic(task, seeds, steps, hidden, embed, batch_size, lr, eval_every, n_test, heads,
-              pool, first_seed, paper_size, out, resume, device, progress):
+              pool, first_seed, vocab, paper_size, out, resume, device, progress):
     """Snell et al. (2021) synthetic experiments, all seeds trained as one batched model.
 
     \b
@@ -100,7 +104,7 @@ def synthetic(task, seeds, steps, hidden, embed, batch_size, lr, eval_every, n_t
         eval_every = max(1, size["steps"] // 20)
     config = SyntheticConfig(steps=size["steps"], hidden=size["hidden"], embed=size["embed"],
                              batch_size=size["batch_size"], lr=size["lr"], eval_every=eval_every,
-                             n_test=n_test, device=device)
+                             n_test=n_test, device=device, vocab=vocab)
     options = dict(seeds=size["seeds"], first_seed=first_seed, heads=heads, pool=pool,
                    out_dir=out)
     check_synthetic(task, config, **options)

@@ -257,9 +257,31 @@ def load_translation(dataset, folder, max_train=None, max_val=None, vocab_size=8
                           "direction": f"{src_lang}->{tgt_lang}"})
 
 
+def filter_length(task, max_len):
+    """Drop the training pairs whose input or output has more than ``max_len`` ids.
+
+    Validation pairs are kept whole, so the scores stay comparable with any
+    filter. Returns a new :class:`TextTask` (``info`` records the filter).
+    """
+    keep = [n for n in range(len(task.train_src))
+            if len(task.train_src[n]) <= max_len and len(task.train_tgt[n]) <= max_len]
+    if not keep:
+        raise InputError(f"no training pair has at most {max_len} ids on both sides; raise "
+                         "--max-len", param="max_len")
+    info = {**task.info, "max_len": max_len, "n_train": len(keep),
+            "n_train_dropped": len(task.train_src) - len(keep)}
+    return dataclasses.replace(task, train_src=[task.train_src[n] for n in keep],
+                               train_tgt=[task.train_tgt[n] for n in keep], info=info)
+
+
 def load_text_task(task, dataset, data_dir, max_train=None, max_val=None, vocab_size=8000,
-                   model_file=None, tokenizer="auto"):
-    """Load ``dataset`` from ``data_dir`` for ``task`` (checks that they match)."""
+                   model_file=None, tokenizer="auto", max_len=None):
+    """Load ``dataset`` from ``data_dir`` for ``task`` (checks that they match).
+
+    ``max_len``: keep only the training pairs of at most this many ids on each
+    side (translation: pieces, counting the final ``</s>``), applied after
+    ``max_train`` (so the SentencePiece vocabulary is trained on those examples).
+    """
     if dataset not in DATASETS:
         raise InputError(f"unknown dataset {dataset!r}: use one of {', '.join(DATASETS)}",
                          param="dataset")
@@ -268,11 +290,13 @@ def load_text_task(task, dataset, data_dir, max_train=None, max_val=None, vocab_
     if DATASETS[dataset] != task:
         raise InputError(f"dataset {dataset} is a {DATASETS[dataset]} data set; use --task "
                          f"{DATASETS[dataset]}", param="task")
-    for name, value in (("max_train", max_train), ("max_val", max_val)):
+    for name, value in (("max_train", max_train), ("max_val", max_val), ("max_len", max_len)):
         if value is not None and value < 1:
             raise InputError(f"{name} must be >= 1, got {value}", param=name)
     folder = check_folder(data_dir)
     if task == "classify":
-        return load_classification(dataset, folder, max_train, max_val)
-    return load_translation(dataset, folder, max_train, max_val, vocab_size,
-                            model_file=model_file, tokenizer=tokenizer)
+        out = load_classification(dataset, folder, max_train, max_val)
+    else:
+        out = load_translation(dataset, folder, max_train, max_val, vocab_size,
+                               model_file=model_file, tokenizer=tokenizer)
+    return out if max_len is None else filter_length(out, max_len)

@@ -83,7 +83,11 @@ def _bad(tmp_path):
              "--task classify"),
             (["--dataset", "tsv", "--data-dir", tmp_path / "lab", "--steps", "0"], "--steps"),
             (["--dataset", "tsv", "--data-dir", tmp_path / "lab", "--max-train", "0"],
-             "--max-train")]
+             "--max-train"),
+            (["--dataset", "tsv", "--data-dir", tmp_path / "lab", "--max-len", "0"], "--max-len"),
+            (["--dataset", "tsv", "--data-dir", tmp_path / "lab", "--dropout", "1"], "--dropout"),
+            (["--dataset", "tsv", "--data-dir", tmp_path / "lab", "--warmup", "-1"], "--warmup"),
+            (["--dataset", "tsv", "--data-dir", tmp_path / "lab", "--clip", "0"], "--clip")]
 
 
 @pytest.mark.parametrize("command", ["agreement", "train-seq"])

@@ -62,3 +62,29 @@ def test_mismatched_parallel_and_wrong_task(tmp_path):
         load_text_task("translate", "parallel", tmp_path)
     with pytest.raises(InputError, match="--task translate"):
         load_text_task("classify", "multi30k", tmp_path)
+
+
+def test_max_len_filters_training_pairs_only(tmp_path):
+    rows = ["a b c d e\t1", "a b\t0", "b c d\t1", "c\t0"] * 3
+    _write(tmp_path / "train.tsv", "\n".join(rows) + "\n")
+    _write(tmp_path / "dev.tsv", "a b c d e\t1\nc\t0\n")
+    full = load_text_task("classify", "tsv", tmp_path)
+    short = load_text_task("classify", "tsv", tmp_path, max_len=3)
+    assert [len(s) for s in short.train_src] == [2, 3, 1] * 3          # the 5-word rows gone
+    assert [int(t[0]) for t in short.train_tgt] == [0, 1, 0] * 3
+    assert short.info["n_train_dropped"] == 3 and short.info["n_train"] == 9
+    assert [s.tolist() for s in short.val_src] == [s.tolist() for s in full.val_src]
+    with pytest.raises(InputError, match="max_len"):
+        load_text_task("classify", "tsv", tmp_path, max_len=0)
+
+
+def test_max_len_counts_pieces_and_end_of_sentence(tmp_path):
+    _write(tmp_path / "train.src", "a b c\nb\n" * 10)
+    _write(tmp_path / "train.tgt", "x y\nx y z w\n" * 10)
+    for split in ("val",):
+        _write(tmp_path / f"{split}.src", "a\n")
+        _write(tmp_path / f"{split}.tgt", "x\n")
+    t = load_text_task("translate", "parallel", tmp_path, tokenizer="word", max_len=3)
+    assert len(t.train_src) == 10 and all(len(s) == 3 for s in t.train_src)   # x y </s>
+    with pytest.raises(InputError, match="raise"):
+        load_text_task("translate", "parallel", tmp_path, tokenizer="word", max_len=2)

@@ -12,6 +12,7 @@ from minimal_attn.backends.torch_seq_train import (  # noqa: E402
     load_run,
     train_seq,
 )
+from minimal_attn.errors import InputError  # noqa: E402
 from minimal_attn.seq_data import TextTask  # noqa: E402
 
 
@@ -39,13 +40,17 @@ def _stop_at(step):
     return callback
 
 
-@pytest.mark.parametrize("kind,attention", [("classify", "learned"), ("classify", "frozen"),
-                                            ("translate", "learned")])
-def test_resume_equals_uninterrupted(tmp_path, torch_one_thread, kind, attention):
+SCHEDULE = {"lr_schedule": "cosine", "warmup": 3, "clip": 0.5, "dropout": 0.1}
+
+
+@pytest.mark.parametrize("kind,attention,extra", [
+    ("classify", "learned", {}), ("classify", "frozen", {}), ("translate", "learned", {}),
+    ("translate", "learned", SCHEDULE)])
+def test_resume_equals_uninterrupted(tmp_path, torch_one_thread, kind, attention, extra):
     task = _task(kind)
     config = SeqTrainConfig(task=kind, attention=attention, steps=8, batch_size=4, hidden=8,
                             emb=6, out_hidden=8, eval_every=4, seed=3, device="cpu",
-                            train_eval=5)
+                            train_eval=5, **extra)
     train_seq(task, config, tmp_path / "full")
     with pytest.raises(StopError):
         train_seq(task, config, tmp_path / "cut", callback=_stop_at(4))
@@ -74,3 +79,40 @@ def test_resume_equals_uninterrupted(tmp_path, torch_one_thread, kind, attention
 def test_batches_cover_every_example_once_per_epoch():
     seen = np.concatenate([batch_indices(s, 4, 10, seed=1) for s in range(5)])   # 2 epochs
     assert sorted(seen[:10]) == list(range(10)) and sorted(seen[10:]) == list(range(10))
+
+
+def test_lr_schedule_warmup_then_cosine_to_one_percent():
+    c = SeqTrainConfig(steps=104, warmup=4, lr=2e-3, lr_schedule="cosine").resolved()
+    assert [c.lr_at(s) for s in range(4)] == pytest.approx([5e-4, 1e-3, 1.5e-3, 2e-3])
+    assert c.lr_at(4) == pytest.approx(2e-3)                   # cosine starts at lr
+    assert c.lr_at(54) == pytest.approx(2e-3 * (0.01 + 0.99 / 2))   # half way: the mean
+    assert c.lr_at(104) == pytest.approx(2e-5)                 # ends at lr / 100
+    lrs = [c.lr_at(s) for s in range(4, 105)]
+    assert all(a >= b for a, b in zip(lrs, lrs[1:]))
+    flat = SeqTrainConfig(steps=10, lr=1e-3).resolved()
+    assert {flat.lr_at(s) for s in range(10)} == {1e-3}
+
+
+def test_schedule_and_clip_reach_the_optimizer(tmp_path, torch_one_thread):
+    task = _task("translate")
+    base = dict(task="translate", steps=6, batch_size=4, hidden=8, out_hidden=8, eval_every=6,
+                seed=1, device="cpu", bleu=False)
+    c = SeqTrainConfig(**base, **SCHEDULE)
+    train_seq(task, c, tmp_path / "s")
+    state = torch.load(tmp_path / "s" / "checkpoint.pt", weights_only=False)
+    assert state["opt"]["param_groups"][0]["lr"] == pytest.approx(c.resolved().lr_at(5))
+    train_seq(task, SeqTrainConfig(**base), tmp_path / "c")
+    plain = torch.load(tmp_path / "c" / "checkpoint.pt", weights_only=False)["model"]
+    assert any(not torch.equal(plain[k], state["model"][k]) for k in plain)
+
+
+def test_runs_from_before_the_schedule_options_still_continue(tmp_path, torch_one_thread):
+    task = _task("classify")
+    c = SeqTrainConfig(steps=4, batch_size=4, hidden=8, emb=6, eval_every=2, device="cpu")
+    train_seq(task, c, tmp_path / "r")
+    saved = torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=False)["config"]
+    assert not {"lr_schedule", "warmup", "clip"} & set(saved)     # as a FORMAT 1 run wrote it
+    train_seq(task, c, tmp_path / "r")                                # reused, not refused
+    assert [h["step"] for h in load_run(tmp_path / "r")[0]] == [0, 2, 4]
+    with pytest.raises(InputError, match="other settings"):
+        train_seq(task, SeqTrainConfig(**{**c.__dict__, "warmup": 2}), tmp_path / "r")

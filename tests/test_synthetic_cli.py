@@ -5,7 +5,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-pytest.importorskip("torch")
+torch = pytest.importorskip("torch")
 
 from minimal_attn.cli.main import cli  # noqa: E402
 
@@ -75,6 +75,7 @@ def test_resume_continues_exactly(tmp_path):
     (["copy", "--hidden", "-3"], "--hidden"),
     (["copy", "--lr", "0"], "--lr"),
     (["multihead", "--heads", "0"], "--heads"),
+    (["multihead", "--vocab", "39"], "--vocab"),
     (["tsp"], "tsp"),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path, args, needle):
@@ -92,3 +93,14 @@ def test_resume_with_other_settings_refused(tmp_path):
     res = CliRunner().invoke(cli, ["synthetic", "copy-control", "--seeds", "1", *TINY,
                                    "--lr", "0.5", "--out", out, "--resume"])
     assert res.exit_code == 2 and "different settings" in res.output
+
+
+def test_multihead_vocab_reaches_the_model_and_the_cache(tmp_path):
+    out = tmp_path / "mh60"
+    args = ["multihead", "--seeds", "1", "--heads", "2", "--pool", "2", "--vocab", "60", *TINY,
+            "--out", str(out)]
+    assert _run(args).exit_code == 0
+    assert json.loads((out / "results.json").read_text())["config"]["vocab"] == 60
+    assert json.loads((out / "head_pool.json").read_text())["meta"]["config"]["vocab"] == 60
+    state = torch.load(out / "checkpoints" / "train.ckpt", weights_only=True)
+    assert state["params"]["emb_src"].shape[1] == 61                  # ids 0..60

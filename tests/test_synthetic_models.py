@@ -144,3 +144,20 @@ def test_classifier_is_bidirectional():
     with torch.no_grad():
         gx, gy, gz = (tsm.classifier_position_logits(params, v)[0, 0] for v in (x, y, z))
     assert abs(gx[0] - gy[0]) > 1e-6 and abs(gx[-1] - gz[-1]) > 1e-6
+
+
+def test_vocab_option_sets_the_id_range_and_keeps_heads():
+    from minimal_attn.errors import InputError
+    runs = [Run("permutation", 0, init_seed=0, head_seeds=[5], data_seed=0)]
+    cfg = SyntheticConfig(steps=1, hidden=4, eval_every=1, n_test=4)
+    wide = tsm_params(runs, SyntheticConfig(**{**cfg.__dict__, "vocab": 60}))
+    assert wide["emb_src"].shape[1] == 61 and wide["N_W2"].shape[2] == 61
+    assert tsm_params(runs, cfg)["emb_src"].shape[1] == 41            # permutations: 1..40
+    assert torch.equal(wide["W_att"], tsm_params(runs, cfg)["W_att"])  # heads do not move
+    with pytest.raises(InputError, match="vocab"):
+        tsm_params(runs, SyntheticConfig(**{**cfg.__dict__, "vocab": 39}))
+
+
+def tsm_params(runs, config):
+    from minimal_attn.backends.torch_synthetic_train import init_params
+    return init_params(runs, config)
