@@ -136,7 +136,17 @@ def _short(record):
     return f"{p.get('card')}, {p.get('date', '?')[:10]}, {commit}, {p.get('wall_seconds')} s"
 
 
+def _table1_order(record):
+    """Scale, data set, m and protocol, then the paradigms in the paper's order."""
+    s, paradigm = record["settings"], record["cell"].rsplit("-", 1)[-1]
+    rank = ("sa", "ha", "lv", "hybrid")
+    return (SCALES.index(record["scale"]), str(s.get("dataset", s.get("embedding", ""))),
+            s.get("m", 0), str(s.get("protocol") or ""),
+            rank.index(paradigm) if paradigm in rank else len(rank), record["cell"])
+
+
 def _table1(records):
+    records = sorted(records, key=_table1_order)
     lines = ["| cell | scale | seeds | test SAIF % | test accuracy % | paper SAIF / acc | "
              "run on |", "|---|---|---|---|---|---|---|"]
     for r in records:
