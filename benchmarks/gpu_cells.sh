@@ -15,6 +15,7 @@
 # $OUT/cells_results.tar.gz (when $OUT is set) with a summary, to unpack here with
 # `tar xzf cells_results.tar.gz` in the repository, then `attn-dyn cells report`.
 # --dry-run lists the cells, their estimated minutes on --card and what would run.
+# GPU_CELLS_DEVICE=cpu runs the same path on the CPU (a smoke test with tiny-* cells).
 set -u
 cd "$(dirname "$0")/.."
 
@@ -116,7 +117,7 @@ while read -r name folder minutes; do
   fi
   first=0
   t0=$SECONDS
-  timeout "$left" $ATTN cells run "$name" --data-root "$DATA" --device cuda \
+  timeout "$left" $ATTN cells run "$name" --data-root "$DATA" --device "${GPU_CELLS_DEVICE:-cuda}" \
     >"runs/cells/$name.log" 2>&1
   rc=$?
   case $rc in 0) state=DONE ;; 124) state=TIMEOUT; FAILED=1 ;; *) state="FAIL($rc)"; FAILED=1 ;; esac
