@@ -95,20 +95,26 @@ def test_issue_example_keeps_its_digits(paradigm):
         assert grads["u"][0] == pytest.approx(1.359e-14, rel=1e-3)
 
 
-@settings(max_examples=10)
-@given(seed=st.integers(0, 2**31 - 1), paradigm=st.sampled_from(["sa", "ha"]),
-       m=st.integers(2, 4), gap=st.floats(30.0, 45.0))
-def test_random_nearly_one_hot_cases(seed, paradigm, m, gap):
+def nearly_one_hot_case(seed, m, gap, scale):
+    """(W, u, X, y): N = 2 mosaics of m segments in d = 3, C = 3 classes; segment j
+    scores about gap * (m - j) (plus noise), so the top segment takes nearly all the
+    attention; ``scale`` sets the classifier's weights (large: it saturates too)."""
     rng = np.random.default_rng(seed)
     N, d, C = 2, 3, 3
     u = rng.standard_normal(d)
     u /= np.linalg.norm(u)
-    # segment j scores about gap * (m - j) (plus noise): the top segment takes nearly all
     X = 300.0 * rng.standard_normal((N, m, d))
     X += ((gap * np.arange(m, 0, -1))[None, :, None] - (X @ u)[..., None]) * u
     X += rng.standard_normal((N, m, d))
-    W = 0.1 * rng.standard_normal((C, d))
-    y = rng.integers(C, size=N)
+    W = scale * rng.standard_normal((C, d))
+    return W, u, X, rng.integers(C, size=N)
+
+
+@settings(max_examples=10)
+@given(seed=st.integers(0, 2**31 - 1), paradigm=st.sampled_from(["sa", "ha"]),
+       m=st.integers(2, 4), gap=st.floats(30.0, 45.0))
+def test_random_nearly_one_hot_cases(seed, paradigm, m, gap):
+    W, u, X, y = nearly_one_hot_case(seed, m, gap, 0.1)
     # rtol 1e-6: the rounding of the inputs alone (logits W x_j in float64) can cost
     # digits when two segments' losses are close; the naive centred form misses it
     _check(paradigm, W, u, X, y, rtol=1e-6)
@@ -120,15 +126,7 @@ def test_random_nearly_one_hot_cases(seed, paradigm, m, gap):
 def test_lv_loss_and_focus_gradient_keep_their_digits(seed, m, gap, scale):
     """Nearly one-hot attention and a saturated classifier: the LV loss is tiny (down to
     1e-60 and below) and a_j - gamma_j cancels in the printed form."""
-    rng = np.random.default_rng(seed)
-    N, d, C = 2, 3, 3
-    u = rng.standard_normal(d)
-    u /= np.linalg.norm(u)
-    X = 300.0 * rng.standard_normal((N, m, d))
-    X += ((gap * np.arange(m, 0, -1))[None, :, None] - (X @ u)[..., None]) * u
-    X += rng.standard_normal((N, m, d))
-    W = scale * rng.standard_normal((C, d))
-    y = rng.integers(C, size=N)
+    W, u, X, y = nearly_one_hot_case(seed, m, gap, scale)
     value, grads = fcam.loss_and_grad({"W": W, "u": u}, X, y, "lv")
     ref_loss, ref_du = _reference_lv(W, u, X, y)
     assert value == pytest.approx(ref_loss, rel=1e-9, abs=0.0)
