@@ -178,7 +178,10 @@ def check_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_d
         n_runs, size = max(pool, 3 * seeds), ("seeds", "pool", "hidden", "batch_size")
     else:
         n_runs, size = seeds * len(TASKS[task]), ("seeds", "hidden", "batch_size")
-    vocab = max(tasks.SEQ_VOCAB.get(c, tasks.LENGTH) for c in TASKS[task]) + 1
+    vocab = max(max(tasks.SEQ_VOCAB.get(c, tasks.LENGTH) for c in TASKS[task]),
+                config.vocab or 0) + 1                      # as the batched model sizes it
+    if config.vocab is not None:
+        size += ("vocab",)
     check_memory(estimate_bytes(n_runs, config, vocab, heads if task == "multihead" else 1),
                  f"{n_runs} batched run(s) of LSTM width {config.hidden}", param=size)
     if out_dir is not None:

@@ -244,3 +244,15 @@ def test_unused_options_are_warned_about_and_contradictions_refused(tmp_path):
     line = one_error_line(run("train", "--backend", "numpy", "--paradigm", "sa", "--lr",
                               "sa=0.1,sa=0.2", "--switch-epoch", "1"))
     assert "sa twice" in line                         # refused alone, no warning before it
+
+
+def test_synthetic_memory_estimate_counts_a_large_vocab(tmp_path):
+    """--vocab sizes the embedding and output layers: a huge one is refused before training."""
+    from click.testing import CliRunner
+
+    from minimal_attn.cli.main import cli
+
+    r = CliRunner().invoke(cli, ["synthetic", "copy", "--vocab", "100000000", "--steps", "5",
+                                 "--seeds", "2", "--out", str(tmp_path / "x")])
+    assert r.exit_code == 2 and "--vocab" in r.output and "GiB" in r.output
+    assert not (tmp_path / "x").exists()
