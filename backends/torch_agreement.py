@@ -4,12 +4,12 @@ r"""Everything one row of Table 2 of Snell et al. (2021) needs, run or reused fr
 (or continues, or reuses) four models with :func:`.torch_seq_train.train_seq`:
 
 * ``standard``: learned attention, seed s (alpha, beta, Delta at the end);
-* ``second``: learned attention, seed s + 1 (the checkpoints of Eq. (11));
+* ``second``: learned attention, seed s + 1 (the checkpoints of Snell Eq. (11));
 * ``uniform``: uniform attention (beta^uf at every checkpoint, A.7);
 * ``frozen``: classification only, everything but the attention frozen (A.6);
 
 fits the proxy of Eqs. (5)-(6) (:mod:`minimal_attn.proxy`) and, for
-classification, the logistic proxy of Eq. (55) on the same token ids, and
+classification, the logistic proxy of Snell Eq. (55) on the same token ids, and
 assembles the table with :mod:`minimal_attn.agreement_table`. Outputs in
 ``out_dir``: ``agreement.json``, ``table.md``, ``table.csv``,
 ``agreement_curves.png`` and one folder per model under ``runs/``.

@@ -46,7 +46,7 @@ def translate_batch(task, src, tgt, device):
 
 
 def loss_on_batch(model, task, src, tgt, device):
-    """Training loss: mean over the batch of the summed NLL of Eq. (3) (BCE for Eq. (8))."""
+    """Training loss: batch mean of the summed NLL of Snell Eq. (3) (BCE: Snell Eq. (8))."""
     if task.task == "classify":
         x, lengths = pad_batch(src, task.pad_id, device)
         y = torch.tensor([int(t[0]) for t in tgt], device=device, dtype=torch.float32)

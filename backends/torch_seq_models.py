@@ -1,17 +1,17 @@
 r"""LSTM attention models of Snell et al. (2021), Sections 2.1, 2.2, 2.4 and Appendix A.8.
 
 * :class:`Classifier`: embedding, 1-layer bidirectional LSTM (``hidden`` per
-  direction, so :math:`h_l \in R^{2H}`), additive attention Eq. (7)
-  :math:`a_l = v^T \mathrm{ReLU}(Q h_l)`, output Eq. (8)
-  :math:`p^{pos} = \sigma(W^T \sum_l \alpha_l h_l)`, probe Eq. (9). With the
+  direction, so :math:`h_l \in R^{2H}`), additive attention Snell Eq. (7)
+  :math:`a_l = v^T \mathrm{ReLU}(Q h_l)`, output Snell Eq. (8)
+  :math:`p^{pos} = \sigma(W^T \sum_l \alpha_l h_l)`, probe Snell Eq. (9). With the
   paper's sizes (300, 256) it has 1,274,882 parameters besides the embeddings,
   the count A.8 gives (Q: 512 -> 256 and W: 512 -> 1 carry biases).
 * :class:`Seq2Seq`: one embedding shared by source and target, 2-layer
   bidirectional LSTM encoder (``hidden/2`` per direction, so :math:`h_l \in R^H`),
   2-layer LSTM decoder started from the encoder's last states (the two
-  directions concatenated), dot attention Eq. (1) :math:`a_{t,l} = s_t^T W h_l`,
-  context Eq. (2), :math:`p_t = N([c_t, s_t])` with one ReLU hidden layer,
-  probe Eq. (4) :math:`\beta_{t,l} = N([h_l, s_t])_{y_t}`.
+  directions concatenated), dot attention Snell Eq. (1) :math:`a_{t,l} = s_t^T W h_l`,
+  context Snell Eq. (2), :math:`p_t = N([c_t, s_t])` with one ReLU hidden layer,
+  probe Snell Eq. (4) :math:`\beta_{t,l} = N([h_l, s_t])_{y_t}`.
 
 ``attention`` is ``"learned"`` (the standard model), ``"uniform"`` (alpha fixed
 to 1/L over the real tokens, Section 3.2 and A.7) or ``"frozen"`` (A.6: every
@@ -28,7 +28,7 @@ ATTENTIONS = ("learned", "uniform", "frozen")
 
 
 def masked_attention(logits, mask, attention):
-    """Eq. (1)/(7) softmax over the real positions; uniform over them if ``attention == "uniform"``.
+    """Snell Eq. (1)/(7): softmax over the real positions (uniform if ``attention == "uniform"``).
 
     logits : (..., L); mask : (..., L) bool, True at real tokens. Returns alpha (..., L).
     """
@@ -58,9 +58,9 @@ class Classifier(nn.Module):
         self.attention = attention
         self.embed = nn.Embedding(n_vocab + 1, emb, padding_idx=n_vocab)   # last id: padding
         self.lstm = nn.LSTM(emb, hidden, batch_first=True, bidirectional=True)
-        self.Q = nn.Linear(2 * hidden, hidden)     # Eq. (7)
+        self.Q = nn.Linear(2 * hidden, hidden)     # Snell Eq. (7)
         self.v = nn.Linear(hidden, 1)
-        self.W = nn.Linear(2 * hidden, 1)          # Eq. (8)
+        self.W = nn.Linear(2 * hidden, 1)          # Snell Eq. (8)
         if attention == "frozen":
             _freeze_all_but(self, ("Q", "v"))
 
@@ -73,16 +73,16 @@ class Classifier(nn.Module):
         """Returns ``logit`` (B,) of p_pos, ``alpha`` (B, L), ``gamma`` (B, L) = W^T h_l + b."""
         mask = torch.arange(x.shape[1], device=x.device)[None, :] < lengths[:, None]  # (B, L)
         h = self.encode(x, lengths, emb)                                  # (B, L, 2H)
-        a = self.v(torch.relu(self.Q(h))).squeeze(-1)                     # (B, L), Eq. (7)
+        a = self.v(torch.relu(self.Q(h))).squeeze(-1)                     # (B, L), Snell Eq. (7)
         alpha = masked_attention(a, mask, self.attention)                 # (B, L)
         gamma = self.W(h).squeeze(-1)                                     # (B, L)
-        # Eq. (8): W^T sum_l alpha_l h_l + b = sum_l alpha_l (W^T h_l + b) since sum alpha = 1
+        # Snell Eq. (8): W^T sum_l alpha_l h_l + b = sum_l alpha_l (W^T h_l + b) since sum alpha = 1
         logit = self.W((alpha.unsqueeze(-1) * h).sum(1)).squeeze(-1)      # (B,)
         return {"logit": logit, "alpha": alpha, "gamma": gamma, "mask": mask}
 
     @staticmethod
     def probe(out, y):
-        """Eq. (9): beta_l = sigmoid((2y - 1) W^T h_l), shape (B, L); y (B,) in {0, 1}."""
+        """Snell Eq. (9): beta_l = sigmoid((2y - 1) W^T h_l), shape (B, L); y (B,) in {0, 1}."""
         sign = (2 * y - 1).to(out["gamma"].dtype)
         return torch.sigmoid(sign[:, None] * out["gamma"])
 
@@ -102,8 +102,8 @@ class Seq2Seq(nn.Module):
                            dropout=drop)
         self.dec = nn.LSTM(hidden, hidden, layers, batch_first=True, dropout=drop)
         self.drop = nn.Dropout(dropout)
-        self.Wa = nn.Linear(hidden, hidden, bias=False)       # Eq. (1): s^T W h
-        self.N1 = nn.Linear(2 * hidden, out_hidden)           # N of Eq. (2): [c, s] -> ReLU
+        self.Wa = nn.Linear(hidden, hidden, bias=False)       # Snell Eq. (1): s^T W h
+        self.N1 = nn.Linear(2 * hidden, out_hidden)           # N of Snell Eq. (2): [c, s] -> ReLU
         self.N2 = nn.Linear(out_hidden, n_vocab)
         if attention == "frozen":
             _freeze_all_but(self, ("Wa",))
@@ -122,12 +122,12 @@ class Seq2Seq(nn.Module):
     def decode(self, y_in, h, state, mask):
         """Teacher-forced decoder: s (B, T, H), alpha (B, T, L), state."""
         s, state = self.dec(self.drop(self.embed(y_in)), state)           # (B, T, H)
-        a = torch.einsum("btk,blk->btl", s, self.Wa(h))                   # (B, T, L), Eq. (1)
+        a = torch.einsum("btk,blk->btl", s, self.Wa(h))                   # (B, T, L), Snell Eq. (1)
         alpha = masked_attention(a, mask[:, None, :].expand_as(a), self.attention)
         return s, alpha, state
 
     def output_logp(self, c, s):
-        """log N([c, s]) over the vocabulary, Eq. (2): (..., V)."""
+        """log N([c, s]) over the vocabulary, Snell Eq. (2): (..., V)."""
         return torch.log_softmax(self.N2(torch.relu(self.N1(torch.cat([c, s], -1)))), -1)
 
     def forward(self, x, lengths, y_in, emb=None):
@@ -135,12 +135,12 @@ class Seq2Seq(nn.Module):
         mask = torch.arange(x.shape[1], device=x.device)[None, :] < lengths[:, None]  # (B, L)
         h, state = self.encode(x, lengths, emb)
         s, alpha, _ = self.decode(y_in, h, state, mask)
-        c = torch.einsum("btl,blk->btk", alpha, h)                        # (B, T, H), Eq. (2)
+        c = torch.einsum("btl,blk->btk", alpha, h)                        # (B, T, H), Snell Eq. (2)
         return {"logp": self.output_logp(self.drop(c), self.drop(s)), "alpha": alpha,
                 "h": h, "s": s, "mask": mask}
 
     def probe(self, out, y):
-        """Eq. (4): beta_{t,l} = N([h_l, s_t])_{y_t}, shape (B, T, L); y (B, T) targets."""
+        """Snell Eq. (4): beta_{t,l} = N([h_l, s_t])_{y_t}, shape (B, T, L); y (B, T) targets."""
         H = self.hidden
         Wc, Ws = self.N1.weight[:, :H], self.N1.weight[:, H:]            # split [c, s] -> hidden
         hid = torch.relu((out["h"] @ Wc.T)[:, None, :, :]                  # (B, 1, L, K)

@@ -8,7 +8,7 @@ copy-control   control                                 Sec. 3.3 (blue curves)
 copy-mixture   mixture, control                        Fig. 3 right, App. A.3, Fig. 8
 multihead      independent, one-good, all-bad          Sec. 5.2, Eqs. (20)-(21), Fig. 6
 keyword        keyword (uniform attention)             Sec. 6.1, Eqs. (22)-(24), Figs. 5, 7
-permute        permutation-function, copy              Sec. 6.2, Eq. (25)
+permute        permutation-function, copy              Sec. 6.2, Snell Eq. (25)
 =============  ======================================  ==========================
 
 Every condition trains ``seeds`` runs; all runs of a task are one seed-batched
@@ -156,7 +156,7 @@ def _count_table_figure(task, first_seed, out_dir):
         C, cols = C[1:, 1:], None
     name = "count_table.png"
     plots.plot_count_table(C, os.path.join(out_dir, name),
-                           f"count table C, Eq. (16): {cond} (400 pairs)", col_labels=cols)
+                           f"count table C, Snell Eq. (16): {cond} (400 pairs)", col_labels=cols)
     return name
 
 

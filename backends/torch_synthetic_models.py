@@ -19,14 +19,14 @@ enc_Wh     (S, H, 4H)        encoder LSTM recurrent weights
 enc_b      (S, 1, 4H)        encoder LSTM bias
 dec_*      as enc_*          decoder LSTM
 W_att      (S, K, H, H)      attention maps W^(k), Eqs. (1) and (20)
-N_W1/N_b1  (S, 2H, H)/(S,1,H) hidden layer of N (ReLU), Eq. (2)
+N_W1/N_b1  (S, 2H, H)/(S,1,H) hidden layer of N (ReLU), Snell Eq. (2)
 N_W2/N_b2  (S, H, V)/(S,1,V) output layer of N (softmax)
 =========  ================  =========================================
 
 The classifier of Sec. 2.4 is bidirectional as in App. A.8 ("1 layer
 bidirectional LSTM"): ``emb_src``, a forward ``enc_*`` and a backward ``bwd_*``
 LSTM, ``h_l = [forward_l, backward_l]`` (2H), and ``w`` (S, 2H), the final
-linear map of Eq. (8). Initialisation follows ``torch.nn``
+linear map of Snell Eq. (8). Initialisation follows ``torch.nn``
 (uniform in :math:`\pm 1/\sqrt{\text{fan}}`, embeddings standard normal); each
 run is drawn from its own ``torch.Generator`` seeded by its ``init_seed``, and
 each head ``W^(k)`` from a generator seeded by its ``head_seed``, so a run's
@@ -142,7 +142,7 @@ def attention(s, W_att, h, uniform=False):
     else:
         q = torch.einsum("sbth,skhg->sbktg", s, W_att)                       # s_t^T W^(k)
         a = torch.einsum("sbktg,sblg->sbktl", q, h)                          # (S, B, K, T, L)
-        alpha = torch.softmax(a, dim=-1)                                     # Eq. (1)
+        alpha = torch.softmax(a, dim=-1)                                     # Snell Eq. (1)
     context = torch.einsum("sbktl,sblh->sbth", alpha, h)                     # sum_k c_t^(k)
     return context, alpha
 
@@ -164,7 +164,7 @@ def seq2seq_logits(params, src, tgt_in, uniform=False):
 
 
 def seq2seq_loss(params, src, tgt, uniform=False):
-    """Per-seed mean over the batch of Eq. (3) (sum of token NLLs), and per-seed token accuracy.
+    """Per-seed batch mean of Snell Eq. (3) (sum of token NLLs) and per-seed token accuracy.
 
     src, tgt (S, B, L) int64. Returns loss (S,) and accuracy (S,).
     """
@@ -177,7 +177,7 @@ def seq2seq_loss(params, src, tgt, uniform=False):
 
 
 def classifier_position_logits(params, x):
-    r"""Per-position logits :math:`W^T h_l` (S, B, L) of the Sec. 2.4 classifier, Eq. (8).
+    r"""Per-position logits :math:`W^T h_l` (S, B, L) of the Sec. 2.4 classifier, Snell Eq. (8).
 
     :math:`h_l` joins the forward state (words 1..l) and the backward state (words l..L).
     """
@@ -188,7 +188,8 @@ def classifier_position_logits(params, x):
 
 
 def classifier_loss(params, x, y):
-    r"""Uniform-attention classifier: :math:`p^{pos} = \sigma(\frac1L \sum_l W^T h_l)`, Eq. (8).
+    r"""Uniform-attention classifier, Snell Eq. (8):
+    :math:`p^{pos} = \sigma(\frac1L \sum_l W^T h_l)`.
 
     Returns per-seed mean binary cross-entropy (S,) and accuracy (S,).
     """

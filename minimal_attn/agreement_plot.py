@@ -5,7 +5,7 @@ Left: :math:`A(\alpha, \hat\alpha(\tau))` of the second run and
 levels :math:`A(\alpha, \beta)` and :math:`\hat A` as horizontal lines. Right:
 the performance :math:`\hat p(\tau)` of the second run and of the uniform
 model, with :math:`\xi(\alpha, \beta^{uf})` and :math:`\xi(\alpha, \beta)`
-(Eq. (11)) marked.
+(Snell Eq. (11)) marked.
 """
 
 from .io import save_figure

@@ -6,11 +6,11 @@ output word (translation) or sentence (classification) of a split:
 * ``A_alpha_beta_uf``: A(alpha, beta^uf), the maximum over the uniform-attention
   model's checkpoints (A.7); the checkpoint reaching it gives the beta^uf used
   in the other columns.
-* ``A_beta_uf_beta_px``: A(beta^uf, beta^px), the proxy of Eq. (6).
+* ``A_beta_uf_beta_px``: A(beta^uf, beta^px), the proxy of Snell Eq. (6).
 * ``A_delta_beta_uf``: A(Delta, beta^uf), Delta the saliency of the standard model.
 * ``A_alpha_beta``: A(alpha, beta) of the standard model at the end of training.
-* ``A_hat``: the random baseline of Eq. (10) (0 for Kendall's tau).
-* ``xi_alpha_beta_uf``, ``xi_alpha_beta``: Eq. (11) against a second,
+* ``A_hat``: the random baseline of Snell Eq. (10) (0 for Kendall's tau).
+* ``xi_alpha_beta_uf``, ``xi_alpha_beta``: Snell Eq. (11) against a second,
   independently seeded run; when its attention never agrees with alpha more
   than the pair does, the value is that run's final performance (the paper's
   starred entries) and ``*_reached`` is False.
@@ -58,7 +58,7 @@ def kendall_rows(u, v):
 
 
 def mean_metric(us, vs, metric="A", percent=5.0):
-    """Mean of A(u, v) (Eq. (10)) or Kendall's tau over all rows of paired (T_n, L_n) lists."""
+    """Mean of A(u, v) (Snell Eq. (10)) or Kendall's tau over the rows of paired lists."""
     if metric == "A":
         return agreement.average_agreement(us, vs, percent, kendall=False)["agreement"]
     taus = np.concatenate([kendall_rows(u, v) for u, v in zip(us, vs) if np.size(u)])

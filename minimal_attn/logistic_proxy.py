@@ -2,13 +2,13 @@ r"""Bag-of-words logistic regression proxy, Snell et al. (2021) Appendix A.10, E
 
 .. math:: p_t = \sigma(\beta^{log} x), \qquad x_i = n_i(x) / L \quad (55)
 
-with :math:`\beta^{log} \in R^{|O| \times |I|}` (no bias, as in Eq. (55)) and
-:math:`\sigma` the softmax. Equivalently (Eq. (56)) the logits are the mean of
-the columns :math:`\beta^{log}_{x_l}`, so the proxy of Eq. (5) with
+with :math:`\beta^{log} \in R^{|O| \times |I|}` (no bias, as in Snell Eq. (55)) and
+:math:`\sigma` the softmax. Equivalently (Snell Eq. (56)) the logits are the mean of
+the columns :math:`\beta^{log}_{x_l}`, so the proxy of Snell Eq. (5) with
 :math:`W e_i` replaced by a free column. The paper fits it with an
 :math:`\ell_2` penalty chosen by a sweep over ten orders of magnitude (best
 validation accuracy); :func:`fit_logistic_sweep` does the same. Its probe,
-by analogy with Eq. (6), is
+by analogy with Snell Eq. (6), is
 
 .. math:: \beta^{log}_{t,l} = \sigma(\beta^{log}_{x_l})_{y_t}.
 
@@ -31,7 +31,7 @@ def _log_softmax(z):
 
 
 def features(src, n_vocab):
-    """X of Eq. (55): (N, |I|) sparse, row n the word counts of example n divided by L_n."""
+    """X of Snell Eq. (55): (N, |I|) sparse, row n the word counts of example n divided by L_n."""
     lengths = np.array([len(s) for s in src])
     if np.any(lengths == 0):
         raise InputError("every example needs at least one input word")
@@ -43,7 +43,7 @@ def features(src, n_vocab):
 
 
 def loss_and_grad(B, X, y, lam):
-    """Penalised mean NLL of Eq. (55) and its gradient, B (|O|, |I|), y (N,) class ids."""
+    """Penalised mean NLL of Snell Eq. (55) and its gradient, B (|O|, |I|), y (N,) class ids."""
     logp = _log_softmax(np.asarray(X @ B.T))                        # (N, |O|)
     N = X.shape[0]
     loss = -logp[np.arange(N), y].mean() + 0.5 * lam * np.sum(B * B)

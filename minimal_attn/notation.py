@@ -4,7 +4,7 @@ Both papers number their equations from (1), so every equation reference
 carries its paper: ``V&R Eq. (n)`` for Vashisht & Ramaswamy (2023) and
 ``Snell Eq. (n)`` for Snell, Zhong, Klein & Steinhardt (2021). ``grep -rn
 "V&R Eq. (8)" minimal_attn`` lands on the line that implements it;
-``lookup("Eq. (8)")`` finds the row here.
+``lookup("V&R Eq. (8)")`` finds the row here.
 """
 
 from typing import NamedTuple

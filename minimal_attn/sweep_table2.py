@@ -2,7 +2,7 @@ r"""Snell Table 2 rows as sweep cells: the settings of ``attn-dyn agreement``, c
 
 Snell et al. (2021), Table 2: one row is one data set, four models (standard,
 second seed, uniform and, for classification, frozen attention) and the
-proxies, agreement A of Eq. (10) and xi of Eq. (11) between their attention
+proxies, agreement A of Snell Eq. (10) and xi of Snell Eq. (11) between their attention
 (:mod:`minimal_attn.agreement_table`). A grid with ``table=2`` has the
 settings of ``attn-dyn agreement`` as keys
 (:class:`~minimal_attn.backends.torch_agreement.AgreementConfig`); each

@@ -64,7 +64,7 @@ def plot_gammas(seeds, path, title="keyword toy, uniform attention (Fig. 7)"):
 
 
 def plot_count_table(C, path, title, row_labels=None, col_labels=None):
-    """The count table C (Eq. (16)) as a heat map, input words down, output words across."""
+    """The count table C (Snell Eq. (16)) as a heat map, input words down, output words across."""
     plt = _pyplot()
     C = np.asarray(C)
     fig, ax = plt.subplots(figsize=(5.0, 4.4))

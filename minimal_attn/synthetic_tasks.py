@@ -63,7 +63,9 @@ def fixed_permutation(seed, length=LENGTH):
 
 
 def permutation_function(rng, n, pi, n_vocab=N_CONTROL_VOCAB):
-    r"""Sec. 6.2, Eq. (25): :math:`f(x) = [x_{\pi(1)}, \dots, x_{\pi(L)}]`, inputs as the control.
+    r"""Snell Eq. (25), Sec. 6.2: :math:`f(x) = [x_{\pi(1)}, \dots, x_{\pi(L)}]`.
+
+    The inputs are the control's.
 
     With ``pi = arange(L)`` this is plain copying on the same inputs.
     """
