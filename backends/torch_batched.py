@@ -12,12 +12,13 @@ scores (S, B, m), logits (S, B, C) for SA and (S, B, m, C) for HA/LV.
 each seed's batch-mean loss, :math:`\sum_s L_s(\theta_s)`. Seed s's parameters
 enter only :math:`L_s`, so :math:`\partial/\partial\theta_s` of the sum is
 :math:`\nabla L_s(\theta_s)`, the gradient of the separate run. SGD with momentum
-(:class:`StackedSGD`, torch's update :math:`b \leftarrow \mu b + g`,
+(:class:`.stacked_optimizers.StackedSGD`, torch's update :math:`b \leftarrow \mu b + g`,
 :math:`\theta \leftarrow \theta - \eta b`) is elementwise, so one step over the
 stacked parameters is S separate steps, each with its own learning rate.
 
-Adam (:class:`StackedAdam`) is elementwise too, with a step count and a
-learning rate per seed, so the same holds for the authors' optimizer.
+Adam is elementwise too, with a step count and a learning rate per seed, so the
+same holds for the authors' optimizer. The stacked optimizers are in
+:mod:`.stacked_optimizers`.
 
 **How the seeds are batched** (``mode``; measured by
 ``benchmarks/bench_batched_seeds.py``):
@@ -245,146 +246,3 @@ def unstack(batched):
     pairs = list(zip(parameter_names(batched), stacked_parameters(batched)))
     return [{name: p[s].detach().clone() for name, p in pairs}
             for s in range(batched.n_seeds)]
-
-
-class StackedSGD:
-    r"""SGD with momentum over stacked (S, ...) parameters, one learning rate per seed.
-
-    torch's update without dampening, weight decay or Nesterov:
-    :math:`b \leftarrow \mu b + g` (:math:`b = g` at the first step),
-    :math:`\theta \leftarrow \theta - \eta_s b`. Every operation is elementwise,
-    so seed s's slice follows exactly the update ``torch.optim.SGD`` makes in a
-    separate run with lr :math:`\eta_s`.
-    """
-
-    def __init__(self, params, momentum=0.9):
-        self.params, self.momentum = list(params), float(momentum)
-        self.buffers = [None] * len(self.params)
-        self.steps = [0] * len(self.params)      # updates made with each buffer
-
-    def zero_grad(self):
-        for p in self.params:
-            p.grad = None
-
-    @torch.no_grad()
-    def step(self, lrs):
-        """One update; ``lrs`` (S,) learning rates, one per seed."""
-        live = [i for i, p in enumerate(self.params) if p.grad is not None]
-        for i in live:
-            if self.buffers[i] is None:
-                self.buffers[i] = self.params[i].grad.detach().clone()
-        warm = [i for i in live if self.buffers[i] is not None and self.steps[i] > 0]
-        if warm:    # one multi-tensor kernel per operation on a GPU, as torch's foreach SGD
-            bufs = [self.buffers[i] for i in warm]
-            torch._foreach_mul_(bufs, self.momentum)
-            torch._foreach_add_(bufs, [self.params[i].grad for i in warm])
-        lr_by_type = {}
-        for i in live:
-            p = self.params[i]
-            lr = lr_by_type.setdefault((p.device, p.dtype), lrs.to(p.device, p.dtype))
-            # p - lr_s * b: value * lr * b with value = -1 is exact negation
-            p.addcmul_(lr.view((-1,) + (1,) * (p.ndim - 1)), self.buffers[i], value=-1)
-            self.steps[i] += 1
-
-    def seed_state_dict(self, s, lr):
-        """Seed s's state as ``torch.optim.SGD(model.parameters(), lr, momentum).state_dict()``."""
-        template = torch.optim.SGD([torch.zeros(()) for _ in self.params], lr=float(lr),
-                                   momentum=self.momentum).state_dict()
-        state = {i: {"momentum_buffer": b[s].detach().clone()}
-                 for i, b in enumerate(self.buffers) if b is not None}
-        return {"state": state, "param_groups": template["param_groups"]}
-
-    def load_seed_state_dicts(self, states):
-        """Stack per-seed ``torch.optim.SGD`` state dicts (all seeds at the same step)."""
-        for i, p in enumerate(self.params):
-            bufs = [st["state"].get(i, {}).get("momentum_buffer") for st in states]
-            if all(b is None for b in bufs):
-                self.buffers[i] = None
-            elif any(b is None for b in bufs):
-                raise InputError("resume: the seeds' optimiser states are at different steps")
-            else:
-                self.buffers[i] = torch.stack(bufs).to(p.device, p.dtype)
-            self.steps[i] = int(self.buffers[i] is not None)
-
-
-class StackedAdam:
-    r"""Adam over stacked (S, ...) parameters, one learning rate and step count per seed.
-
-    ``torch.optim.Adam``'s update without weight decay or AMSGrad, in its order
-    of operations: :math:`m \leftarrow m + (1 - \beta_1)(g - m)` (``lerp``),
-    :math:`v \leftarrow \beta_2 v + (1 - \beta_2) g^2`, :math:`t \leftarrow t + 1`,
-    :math:`\theta \leftarrow \theta - \frac{\eta_s}{1 - \beta_1^t}\, m \,/\,
-    (\sqrt{v} / \sqrt{1 - \beta_2^t} + \epsilon)`. Every operation is
-    elementwise and the bias corrections are computed per seed as torch does
-    (Python floats), so seed s's slice follows the update of a separate run.
-    """
-
-    def __init__(self, params, betas=(0.9, 0.999), eps=1e-8):
-        self.params = list(params)
-        self.betas, self.eps = (float(betas[0]), float(betas[1])), float(eps)
-        self.n_seeds = self.params[0].shape[0]
-        self.exp_avg = [None] * len(self.params)
-        self.exp_avg_sq = [None] * len(self.params)
-        self.steps = [[0] * self.n_seeds for _ in self.params]   # per parameter, per seed
-
-    def zero_grad(self):
-        for p in self.params:
-            p.grad = None
-
-    def _per_seed(self, values, p):
-        """(S,) Python floats as a tensor broadcasting against ``p`` (S, ...)."""
-        return torch.tensor(values, dtype=p.dtype, device=p.device).view(
-            (-1,) + (1,) * (p.ndim - 1))
-
-    @torch.no_grad()
-    def step(self, lrs):
-        """One update; ``lrs`` (S,) learning rates, one per seed."""
-        beta1, beta2 = self.betas
-        lrs = [float(v) for v in lrs]
-        for i, p in enumerate(self.params):
-            if p.grad is None:
-                continue
-            if self.exp_avg[i] is None:
-                self.exp_avg[i] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                self.exp_avg_sq[i] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            g, m, v = p.grad, self.exp_avg[i], self.exp_avg_sq[i]
-            m.lerp_(g, 1 - beta1)
-            v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-            steps = self.steps[i] = [t + 1 for t in self.steps[i]]
-            step_size = [lr / (1 - beta1 ** t) for lr, t in zip(lrs, steps)]
-            bc2_sqrt = [(1 - beta2 ** t) ** 0.5 for t in steps]
-            denom = (v.sqrt() / self._per_seed(bc2_sqrt, p)).add_(self.eps)
-            # torch's addcdiv(p, m, denom, value=-step_size): p + (-step_size * m) / denom
-            p.add_(m.mul(self._per_seed([-a for a in step_size], p)).div_(denom))
-
-    def seed_state_dict(self, s, lr):
-        """Seed s's state as ``torch.optim.Adam(model.parameters(), lr).state_dict()``."""
-        template = torch.optim.Adam([torch.zeros(()) for _ in self.params], lr=float(lr),
-                                    betas=self.betas, eps=self.eps).state_dict()
-        state = {i: {"step": torch.tensor(float(self.steps[i][s])),
-                     "exp_avg": m[s].detach().clone(),
-                     "exp_avg_sq": self.exp_avg_sq[i][s].detach().clone()}
-                 for i, m in enumerate(self.exp_avg) if m is not None}
-        return {"state": state, "param_groups": template["param_groups"]}
-
-    def load_seed_state_dicts(self, states):
-        """Stack per-seed ``torch.optim.Adam`` state dicts (steps may differ per seed)."""
-        for i, p in enumerate(self.params):
-            per_seed = [st["state"].get(i) for st in states]
-            if all(entry is None for entry in per_seed):
-                self.exp_avg[i] = self.exp_avg_sq[i] = None
-                self.steps[i] = [0] * self.n_seeds
-                continue
-            if any(entry is None for entry in per_seed):
-                raise InputError("resume: some seeds' optimiser states lack a parameter")
-            self.exp_avg[i] = torch.stack([e["exp_avg"] for e in per_seed]).to(p.device, p.dtype)
-            self.exp_avg_sq[i] = torch.stack([e["exp_avg_sq"] for e in per_seed]).to(
-                p.device, p.dtype)
-            self.steps[i] = [int(float(e["step"])) for e in per_seed]
-
-
-def stacked_optimizer(name, params, momentum=0.9, betas=(0.9, 0.999), eps=1e-8):
-    """:class:`StackedSGD` (``sgd``) or :class:`StackedAdam` (``adam``) over ``params``."""
-    if name == "adam":
-        return StackedAdam(params, betas, eps)
-    return StackedSGD(params, momentum)

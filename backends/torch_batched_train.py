@@ -17,13 +17,8 @@ import torch
 from minimal_attn.errors import InputError
 
 from . import torch_backend as tb
-from .torch_batched import (
-    parameter_names,
-    stack_fcams,
-    stacked_optimizer,
-    stacked_parameters,
-    unstack,
-)
+from .stacked_optimizers import stacked_optimizer
+from .torch_batched import parameter_names, stack_fcams, stacked_parameters, unstack
 from .torch_train import ADAM_BETAS, ADAM_EPS
 
 

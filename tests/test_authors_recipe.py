@@ -120,7 +120,7 @@ def separate_adam(model, store, y, phase, lr, epochs, batch_size, seed):
 def test_stacked_adam_update_is_torchs_bit_for_bit():
     """Given the same gradients, StackedAdam's seed slices equal torch.optim.Adam exactly,
     with one lr per seed and a seed that joins later (its own step count)."""
-    from minimal_attn.backends.torch_batched import StackedAdam
+    from minimal_attn.backends.stacked_optimizers import StackedAdam
 
     gen = torch.Generator().manual_seed(0)
     shapes, lrs = [(4, 3), (5,)], [1e-3, 5e-4, 3e-2]
