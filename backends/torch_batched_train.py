@@ -165,7 +165,8 @@ def train_seeds_batched(config, seeds, train, test=None, make_model=None, schedu
     """
     import numpy as np
 
-    from .torch_models import ImageStore, build_fcam_for
+    from .image_store import ImageStore
+    from .torch_models import build_fcam_for
 
     device = tb.get_device(config.device)
     if device.type == "cuda":

@@ -26,7 +26,8 @@ from minimal_attn.errors import check_int_at_least, check_paradigm
 from minimal_attn.losses import LOSS_PARADIGMS as FF_PARADIGMS  # hybrid is a schedule
 
 from . import torch_backend as tb
-from .torch_models import FCAM, ConvNet, ImageStore, classifier_config, scaled
+from .image_store import ImageStore
+from .torch_models import FCAM, ConvNet, classifier_config, scaled
 from .torch_train import make_optimizer
 
 

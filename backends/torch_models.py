@@ -46,19 +46,16 @@ so the CPU default :data:`CPU_CHUNK` was chosen by measurement
 (``benchmarks/bench_cnn_throughput.py``). Each chunk is channels-last, and
 focus and classifier process a chunk one after the other while it is in cache.
 
-:class:`ImageStore` keeps a mosaic set on the device (uint8 CIFAR pixels stay
-uint8 and are normalised per batch exactly as ``mosaics.to_float_images``).
+:class:`.image_store.ImageStore` keeps a mosaic set on the device for them.
 """
 
 from dataclasses import dataclass, replace
 from typing import Tuple
 
-import numpy as np
 import torch
 from torch import nn
 
 from minimal_attn.errors import InputError
-from minimal_attn.mosaics import to_float_images
 from minimal_attn.train_loop import paper_setting
 
 from . import torch_backend as tb
@@ -308,39 +305,6 @@ class FCAM(nn.Module):
             chosen = X[torch.arange(X.shape[0], device=X.device), top]    # (B, 3, 32, 32)
             return scores, tb.softmax(self.run(chosen, self.classifier)[0])
         return scores, tb.infer_lv(scores, self.segment_logits(X))
-
-
-def _pixel_table():
-    """(3, 256) float32: ``to_float_images`` of every uint8 value in every channel.
-
-    Normalising a uint8 batch on the device by table lookup gives exactly the
-    core's :func:`minimal_attn.mosaics.to_float_images` while the data set stays
-    uint8 (4x smaller) in device memory.
-    """
-    probe = np.repeat(np.arange(256, dtype=np.uint8)[:, None, None, None], 3, axis=1)
-    return to_float_images(probe)[:, :, 0, 0].T.copy()                 # (3, 256)
-
-
-class ImageStore:
-    """Mosaics X (N, m, 3, H, W) and positions z on the device; ``store[idx]`` is float32."""
-
-    def __init__(self, X, device, z=None):
-        X = np.asarray(X)
-        self.table = None
-        if X.dtype == np.uint8:
-            self.table = torch.as_tensor(_pixel_table(), device=device)
-            self.channel = torch.arange(3, device=device).view(3, 1, 1)
-        elif X.dtype != np.float32:
-            X = X.astype(np.float32)
-        self.X = torch.as_tensor(X, device=device)
-        self.z = None if z is None else torch.as_tensor(np.asarray(z), device=device)
-        self.n = X.shape[0]
-
-    def __getitem__(self, idx):
-        batch = self.X[idx.to(self.X.device)]                             # (B, m, 3, H, W)
-        if self.table is None:
-            return batch
-        return self.table[self.channel, batch.long()]                     # (B, m, 3, H, W)
 
 
 def build_fcam_for(config, device="cpu", seed=None):

@@ -37,7 +37,8 @@ from minimal_attn.linear_train import (
 from minimal_attn.train_loop import LINEAR_LR, PAPER_LR, TrainConfig, checkpoint_path, run_epochs  # noqa: F401 (re-exported)
 
 from . import torch_backend as tb
-from .torch_models import ImageStore, build_fcam_for
+from .image_store import ImageStore
+from .torch_models import build_fcam_for
 
 #: Mosaics whose segments the dead-unit report pushes through the networks.
 DEAD_UNIT_BATCH = 64

@@ -233,9 +233,9 @@ def test_checkpoints_of_default_recipe_keep_their_settings_key():
 def float64(monkeypatch):
     """Both trainers (separate and batched) build float64 models and keep float64 images,
     so the comparison is not blurred by float32 rounding (which Adam amplifies)."""
-    from minimal_attn.backends import torch_models, torch_train
+    from minimal_attn.backends import image_store, torch_models, torch_train
 
-    class Store64(torch_models.ImageStore):
+    class Store64(image_store.ImageStore):
         def __init__(self, X, device, z=None):
             super().__init__(X, device, z)
             self.X = self.X.double()
@@ -243,7 +243,7 @@ def float64(monkeypatch):
     def build64(*args, **kwargs):
         return torch_models.build_fcam_for(*args, **kwargs).double()
 
-    for module in (torch_models, torch_train):
+    for module in (image_store, torch_train):
         monkeypatch.setattr(module, "ImageStore", Store64)
     monkeypatch.setattr(torch_train, "build_fcam_for", build64)
     original = torch_models.build_fcam_for

@@ -12,8 +12,8 @@ from minimal_attn.linear_train import train_numpy_run
 from minimal_attn.train_loop import LINEAR_LR, PAPER_LR, TrainConfig, checkpoint_path
 
 torch = pytest.importorskip("torch")
+from minimal_attn.backends.image_store import ImageStore  # noqa: E402
 from minimal_attn.backends.torch_fixed_focus import CNNFixedFocusModel  # noqa: E402
-from minimal_attn.backends.torch_models import ImageStore  # noqa: E402
 from minimal_attn.backends.torch_train import train_run  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
