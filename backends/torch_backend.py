@@ -64,6 +64,21 @@ def get_device(name=None):
     return device
 
 
+def optimizer_step(optimizer, step):
+    """``optimizer.step()``, refusing an update that overflows as a divergence at ``step``.
+
+    An lr near float32's largest number makes Adam's update overflow inside
+    torch (a RuntimeError); the trainers report it like any other divergence.
+    """
+    try:
+        optimizer.step()
+    except RuntimeError as exc:
+        if "overflow" not in str(exc):
+            raise
+        raise InputError(f"training diverged at step {step} (the update overflows); "
+                         "lower --lr", param="lr") from None
+
+
 # --------------------------------------------------------------- primitives
 def read_torch(path):
     """A torch checkpoint as plain tensors and containers, on the CPU (never unpickles code);

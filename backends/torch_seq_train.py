@@ -30,7 +30,7 @@ from minimal_attn.checkpoints import check_format, load_guarded, read_json, writ
 from minimal_attn.errors import InputError, check_positive
 from minimal_attn.io import atomic_open, ensure_dir, write_json
 
-from .torch_backend import read_torch
+from .torch_backend import optimizer_step, read_torch
 from .torch_seq_eval import evaluate, loss_on_batch
 from .torch_seq_inputs import check_int, check_run, load_embeddings, pick_device
 from .torch_seq_models import ATTENTIONS, Classifier, Seq2Seq
@@ -287,13 +287,7 @@ def train_seq(task, config, out_dir, callback=None, embeddings=None, log=None):
             torch.nn.utils.clip_grad_norm_(model.parameters(), c.clip)
         for group in opt.param_groups:
             group["lr"] = c.lr_at(step)
-        try:
-            opt.step()
-        except RuntimeError as exc:                 # an lr near float32's largest number
-            if "overflow" not in str(exc):
-                raise
-            raise InputError(f"training diverged at step {step} (the update overflows); "
-                             "lower --lr", param="lr") from None
+        optimizer_step(opt, step)
         step += 1
         if callback:
             callback("step", {"step": step, "loss": loss.item()})

@@ -219,6 +219,8 @@ def train_runs(runs, config, checkpoint=None, callback=None, resume=True, log=No
     """
     import torch
 
+    from .torch_backend import optimizer_step
+
     params = init_params(runs, config)
     optimizer = torch.optim.Adam(params.values(), lr=config.lr)
     keyword, device = _is_keyword(runs), params["enc_Wx"].device
@@ -240,13 +242,7 @@ def train_runs(runs, config, checkpoint=None, callback=None, resume=True, log=No
         optimizer.zero_grad(set_to_none=True)
         loss.sum().backward()                       # each run gets its own gradient
         done = step + 1
-        try:
-            optimizer.step()
-        except RuntimeError as exc:                 # an lr near float32's largest number
-            if "overflow" not in str(exc):
-                raise
-            raise InputError(f"training diverged at step {done} (the update overflows); "
-                             "lower --lr", param="lr") from None
+        optimizer_step(optimizer, done)
         if done % config.eval_every == 0 or done == config.steps:
             value = float(loss.detach().mean())
             if not np.isfinite(value):
