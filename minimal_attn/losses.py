@@ -30,6 +30,7 @@ schedule, not a loss: SA until a switch point, then HA (:func:`phase`).
 """
 
 from . import PARADIGMS
+from ._numerics import batch_weights, log_softmax, logsumexp, softmax  # noqa: F401 (API)
 from ._xp import get_xp, like
 from .errors import check_paradigm
 
@@ -38,39 +39,7 @@ LOSS_PARADIGMS = PARADIGMS[:3]
 
 
 # --------------------------------------------------------------- primitives
-def _max_and_log1p_rest(z, axis):
-    """(zmax, log1p(rest)) with log(sum(exp(z))) = zmax + log1p(rest), keepdims.
-
-    The max term contributes exactly 1, so ``rest`` sums only the others (ties
-    at the max add 1 each): ``log1p(rest)`` keeps its digits when it is tiny,
-    where ``log(1 + rest)`` would round ``1 + rest`` first.
-    """
-    xp = get_xp(z)
-    zmax = xp.max(z, axis=axis, keepdims=True)
-    zmax = xp.where(xp.isfinite(zmax), zmax, xp.zeros_like(zmax))   # all -inf rows stay -inf
-    at_max = z == zmax
-    others = xp.where(at_max, xp.zeros_like(z), xp.exp(z - zmax))
-    n_max = xp.sum(xp.astype(at_max, z.dtype), axis=axis, keepdims=True)
-    return zmax, xp.log1p((n_max - 1) + xp.sum(others, axis=axis, keepdims=True))
-
-
-def logsumexp(z, axis=-1, keepdims=False):
-    """log(sum(exp(z))) along ``axis``, shifted by the max so it never overflows."""
-    zmax, log_rest = _max_and_log1p_rest(z, axis)
-    out = zmax + log_rest
-    return out if keepdims else get_xp(z).squeeze(out, axis=axis)
-
-
-def log_softmax(z, axis=-1):
-    """``z - logsumexp(z)``, written ``(z - zmax) - log1p(rest)``: exact 0 - tiny at the max."""
-    zmax, log_rest = _max_and_log1p_rest(z, axis)
-    return (z - zmax) - log_rest
-
-
-def softmax(z, axis=-1):
-    return get_xp(z).exp(log_softmax(z, axis=axis))
-
-
+# log-sum-exp, log-softmax and softmax that keep their digits: _numerics.py
 def attention(scores):
     """Attention weights ``a = softmax(f)`` over the m segments; scores (N, m)."""
     return softmax(scores, axis=-1)
@@ -101,21 +70,6 @@ def _minus_onehot(p, y, per_segment):
     is_label = labels == classes                                       # (..., N, (m,) C)
     others = xp.where(is_label, xp.zeros_like(p), p)                   # p_k for k != y
     return xp.where(is_label, -xp.sum(others, axis=-1, keepdims=True), p)
-
-
-def _weights(xp, n, weight, ref):
-    """(N,) instance weights: ``1/N`` (the batch mean) unless given."""
-    if weight is None:
-        return xp.full((n,), 1.0 / n, dtype=ref.dtype, device=_device(ref))
-    return weight
-
-
-def _device(a):
-    try:
-        from array_api_compat import device
-    except ImportError:
-        return None
-    return device(a)
 
 
 def softmax_backward(a, da):
@@ -152,7 +106,7 @@ def value_and_grad_sa(logits, y, weight=None):
     Returns ``(loss, dlogits)``.
     """
     xp = get_xp(logits, y)
-    w = _weights(xp, y.shape[0], weight, logits)                       # (N,)
+    w = batch_weights(xp, y.shape[0], weight, logits)                       # (N,)
     logp = log_softmax(logits)                                         # (N, C)
     loss = -xp.sum(w * _pick(logp, y, False), axis=-1)
     # backward
@@ -173,7 +127,7 @@ def ha_from_log_lik(scores, log_lik, weight=None):
     the pairwise form being exact at nearly one-hot attention (:func:`softmax_backward`).
     """
     xp = get_xp(scores, log_lik)
-    w = _weights(xp, log_lik.shape[-2], weight, log_lik)               # (N,)
+    w = batch_weights(xp, log_lik.shape[-2], weight, log_lik)               # (N,)
     a = attention(scores)                                              # (N, m)
     loss = -xp.sum(w * xp.sum(a * log_lik, axis=-1), axis=-1)
     # backward
@@ -205,7 +159,7 @@ def lv_from_log_lik(scores, log_lik, weight=None):
     every factor taken in log space, so nothing cancels and nothing overflows.
     """
     xp = get_xp(scores, log_lik)
-    w = _weights(xp, log_lik.shape[-2], weight, log_lik)               # (N,)
+    w = batch_weights(xp, log_lik.shape[-2], weight, log_lik)               # (N,)
     log_a = log_softmax(scores)                                        # (N, m)
     joint = log_a + log_lik                                            # (N, m) log a_j p_j
     # log M <= 0 (a probability); rounding can put it 1 ulp above
