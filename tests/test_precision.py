@@ -55,9 +55,13 @@ def _reference_du(paradigm, W, u, X, y):
 
 
 def _reference_lv(W, u, X, y):
-    """(loss, grad_u) of the batch-mean LV loss, V&R Eq. (12) as printed, 200 digits:
-    -grad_u = sum_j (gamma_j - a_j) x_j with gamma_j = a_j p_j / sum_k a_k p_k."""
-    with mp.workdps(200):
+    """(loss, grad_u) of the batch-mean LV loss, V&R Eq. (12) as printed, 1,000 digits:
+    -grad_u = sum_j (gamma_j - a_j) x_j with gamma_j = a_j p_j / sum_k a_k p_k.
+
+    ``-log M`` needs as many digits as the loss has leading zeros (M = 1 - 1e-220
+    is exactly 1 at 200 digits); below float64's smallest normal number the loss
+    is 0 to every precision the comparison can use."""
+    with mp.workdps(1000):
         N, m, d = X.shape
         W, u = mp.matrix(W.tolist()), mp.matrix(list(map(float, u)))
         loss, total = mp.mpf(0), mp.matrix(d, 1)
@@ -129,7 +133,8 @@ def test_lv_loss_and_focus_gradient_keep_their_digits(seed, m, gap, scale):
     W, u, X, y = nearly_one_hot_case(seed, m, gap, scale)
     value, grads = fcam.loss_and_grad({"W": W, "u": u}, X, y, "lv")
     ref_loss, ref_du = _reference_lv(W, u, X, y)
-    assert value == pytest.approx(ref_loss, rel=1e-9, abs=0.0)
+    # absolute tolerance: float64's smallest normal number (below it there are no digits)
+    assert value == pytest.approx(ref_loss, rel=1e-9, abs=np.finfo(float).tiny)
     # rtol 1e-6 as above: the inputs' own rounding (logits W x_j) can cost digits
     assert np.linalg.norm(grads["u"] - ref_du) <= 1e-6 * np.linalg.norm(ref_du), (
         grads["u"], ref_du)
