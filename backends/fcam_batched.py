@@ -85,7 +85,7 @@ def train_seeds(configs, train, test, out=None, resume=False, callback=None, log
         phase = config.phase(epoch, switch[k])
         return phase, rates[phase]
 
-    clock = [time.perf_counter()]
+    clock, out_of_time = [time.perf_counter()], config.deadline()
 
     def after_epoch(epoch, records, run):
         share = (time.perf_counter() - clock[0]) / len(seeds)     # wall time per seed
@@ -97,9 +97,11 @@ def train_seeds(configs, train, test, out=None, resume=False, callback=None, log
             seconds[k] += share * len(seeds) / len(live)
             rule = raw["phase"] if config.paradigm == "hybrid" else config.paradigm
             history[k].append(dict(_record(config, seeds[k], raw, rule), seconds=seconds[k]))
-        if out is not None:
+        due = [k for k in live if config.due(config.checkpoint_every, epoch, out_of_time()
+                                             or configs[k].stopped(history[k]))]
+        if out is not None and due:
             states = run.seed_states()
-            for k in live:
+            for k in due:
                 state = states[k]
                 meta = {"format": CHECKPOINT_FORMAT, "kind": CNNTrainer.KIND,
                         "epoch": epoch + 1, "config": affecting(configs[k], None),
@@ -113,11 +115,12 @@ def train_seeds(configs, train, test, out=None, resume=False, callback=None, log
 
     raw = train_seeds_batched(
         config, seeds, train, test, schedule=schedule, callback=after_epoch,
-        score_by_phase=True,
+        score_by_phase=True, out_of_time=out_of_time,
         resume=None if states is None else (start, states, [[{
             "train_mean_a_z": h["mean_a_z"]} for h in hk] for hk in history]))
     return [dict(r, history=history[k], seconds=seconds[k], resumed_from_epoch=start,
                  switch_epoch=switch[k] if config.paradigm == "hybrid" else None,
                  stopped_epoch=stopped_epoch(configs[k], history[k]),
+                 time_limited=raw["time_limited"] and not configs[k].stopped(history[k]),
                  warnings=collapse_warnings(history[k], m))
             for k, r in enumerate(raw["results"])]

@@ -65,14 +65,16 @@ def run_config(c, paradigm, seed):
                        switch_epoch=c.switch_epoch if paradigm == "hybrid" else None,
                        device=c.device, threshold=c.threshold,
                        dataset=paper_setting(c.dataset), n_classes=c.n_classes,
-                       chunk=c.chunk, width=c.width)
+                       chunk=c.chunk, width=c.width, eval_every=c.eval_every,
+                       checkpoint_every=c.checkpoint_every, time_limit=c.time_limit)
 
 
 def _format_epoch(r):
+    test = "" if r.get("test_accuracy") is None else (
+        f" test acc {100 * r['test_accuracy']:.1f}% test SAIF {100 * r['test_saif']:.1f}%")
     return (f"{r['paradigm']} seed {r['seed']} epoch {r['epoch']} ({r['phase']}): loss "
             f"{r['loss']:.4f} train acc {100 * r['train_accuracy']:.1f}% mean a_z "
-            f"{r['mean_a_z']:.3f} test acc {100 * r['test_accuracy']:.1f}% test SAIF "
-            f"{100 * r['test_saif']:.1f}%")
+            f"{r['mean_a_z']:.3f}" + test)
 
 
 def _trainer(c):
@@ -192,7 +194,9 @@ def _meta(c, runs, names, momentum):
                 stopped_epochs={p: {str(r["seed"]): r.get("stopped_epoch") for r in runs[p]}
                                 for p in runs},
                 epochs_run={p: {str(r["seed"]): len(r["history"]) for r in runs[p]}
-                            for p in runs})
+                            for p in runs},
+                time_limited={p: {str(r["seed"]): bool(r.get("time_limited"))
+                                  for r in runs[p]} for p in runs})
     if c.optimizer == "adam":
         from .torch_train import ADAM_BETAS, ADAM_EPS
 

@@ -14,6 +14,18 @@ import torch
 from minimal_attn.errors import InputError
 
 
+def per_seed_tensor(rows, device):
+    """Python floats (one list per row, one value per seed) as a float64 tensor on ``device``.
+
+    On a GPU the values travel from pinned memory without waiting for the device
+    (``non_blocking``), so an optimiser step adds no host synchronisation.
+    """
+    values = torch.tensor(rows, dtype=torch.float64)
+    if torch.device(device).type == "cuda":
+        return values.pin_memory().to(device, non_blocking=True)
+    return values.to(device)
+
+
 class StackedSGD:
     r"""SGD with momentum over stacked (S, ...) parameters, one learning rate per seed.
 
@@ -28,14 +40,25 @@ class StackedSGD:
         self.params, self.momentum = list(params), float(momentum)
         self.buffers = [None] * len(self.params)
         self.steps = [0] * len(self.params)      # updates made with each buffer
+        self._lrs = (None, {})                   # the last lrs and their device copies
 
     def zero_grad(self):
         for p in self.params:
             p.grad = None
 
+    def _lr_tensor(self, lrs, p):
+        """``lrs`` on ``p``'s device and dtype, made once per distinct ``lrs`` (an epoch)."""
+        key = tuple(float(v) for v in lrs)
+        if self._lrs[0] != key:
+            self._lrs = (key, {})
+        cache = self._lrs[1]
+        if (p.device, p.dtype) not in cache:
+            cache[p.device, p.dtype] = per_seed_tensor(list(key), p.device).to(p.dtype)
+        return cache[p.device, p.dtype]
+
     @torch.no_grad()
     def step(self, lrs):
-        """One update; ``lrs`` (S,) learning rates, one per seed."""
+        """One update; ``lrs``: S learning rates (Python floats), one per seed."""
         live = [i for i, p in enumerate(self.params) if p.grad is not None]
         for i in live:
             if self.buffers[i] is None:
@@ -45,10 +68,9 @@ class StackedSGD:
             bufs = [self.buffers[i] for i in warm]
             torch._foreach_mul_(bufs, self.momentum)
             torch._foreach_add_(bufs, [self.params[i].grad for i in warm])
-        lr_by_type = {}
         for i in live:
             p = self.params[i]
-            lr = lr_by_type.setdefault((p.device, p.dtype), lrs.to(p.device, p.dtype))
+            lr = self._lr_tensor(lrs, p)
             # p - lr_s * b: value * lr * b with value = -1 is exact negation
             p.addcmul_(lr.view((-1,) + (1,) * (p.ndim - 1)), self.buffers[i], value=-1)
             self.steps[i] += 1
@@ -98,16 +120,17 @@ class StackedAdam:
         for p in self.params:
             p.grad = None
 
-    def _per_seed(self, values, p):
-        """(S,) Python floats as a tensor broadcasting against ``p`` (S, ...)."""
-        return torch.tensor(values, dtype=p.dtype, device=p.device).view(
-            (-1,) + (1,) * (p.ndim - 1))
-
     @torch.no_grad()
     def step(self, lrs):
-        """One update; ``lrs`` (S,) learning rates, one per seed."""
+        """One update; ``lrs``: S learning rates (Python floats), one per seed.
+
+        The per-seed factors are computed in Python floats, as torch does, and
+        sent to the device once per distinct step count (usually once a step),
+        without waiting for the device.
+        """
         beta1, beta2 = self.betas
         lrs = [float(v) for v in lrs]
+        factors = {}           # (steps, device, dtype, ndim) -> (-step size, sqrt(bc2)), (2, S)
         for i, p in enumerate(self.params):
             if p.grad is None:
                 continue
@@ -118,11 +141,16 @@ class StackedAdam:
             m.lerp_(g, 1 - beta1)
             v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
             steps = self.steps[i] = [t + 1 for t in self.steps[i]]
-            step_size = [lr / (1 - beta1 ** t) for lr, t in zip(lrs, steps)]
-            bc2_sqrt = [(1 - beta2 ** t) ** 0.5 for t in steps]
-            denom = (v.sqrt() / self._per_seed(bc2_sqrt, p)).add_(self.eps)
+            key = (tuple(steps), p.device, p.dtype, p.ndim)
+            if key not in factors:
+                rows = [[-lr / (1 - beta1 ** t) for lr, t in zip(lrs, steps)],
+                        [(1 - beta2 ** t) ** 0.5 for t in steps]]
+                factors[key] = per_seed_tensor(rows, p.device).to(p.dtype).view(
+                    (2, -1) + (1,) * (p.ndim - 1))               # each (S, 1, ...)
+            neg_step, bc2_sqrt = factors[key]
+            denom = (v.sqrt() / bc2_sqrt).add_(self.eps)
             # torch's addcdiv(p, m, denom, value=-step_size): p + (-step_size * m) / denom
-            p.add_(m.mul(self._per_seed([-a for a in step_size], p)).div_(denom))
+            p.add_(m.mul(neg_step).div_(denom))
 
     def seed_state_dict(self, s, lr):
         """Seed s's state as ``torch.optim.Adam(model.parameters(), lr).state_dict()``."""

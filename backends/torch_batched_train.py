@@ -52,7 +52,6 @@ class BatchedSeeds:
         """
         S, device = len(self.seeds), store.X.device
         self.lrs = [float(lr) if ph is not None else 0.0 for ph, lr in zip(phases, lrs)]
-        lr = torch.tensor(self.lrs, dtype=torch.float64, device=device)
         groups = {ph: [k for k in range(S) if phases[k] == ph]
                   for ph in dict.fromkeys(phases) if ph is not None}
         picks = {ph: None if len(ks) == S else torch.tensor(ks, device=device)
@@ -82,7 +81,7 @@ class BatchedSeeds:
                     else:
                         sums.index_add_(0, ks, part)
             total.backward()
-            self.optimizer.step(lr)
+            self.optimizer.step(self.lrs)
             if on_step is not None:
                 on_step(step, len(batches))
         return (sums / store.n).tolist()
@@ -132,7 +131,7 @@ class BatchedSeeds:
 
 def train_seeds_batched(config, seeds, train, test=None, make_model=None, schedule=None,
                         mode=None, resume=None, callback=None, on_step=None,
-                        score_by_phase=False):
+                        score_by_phase=False, out_of_time=None):
     """Train S seeds of ``config.paradigm`` together for ``config.epochs`` epochs.
 
     Parameters
@@ -155,11 +154,15 @@ def train_seeds_batched(config, seeds, train, test=None, make_model=None, schedu
     on_step : ``on_step(step, n_steps)`` after each optimiser step
     score_by_phase : score each epoch's test set by the phase's inference rule
         (a hybrid in its SA phase as SA); False: by ``config.paradigm``, as ``train_run``
+    out_of_time : ``() -> bool``, True once the run must end (``config.time_limit``);
+        None: ``config.deadline()``. The test set is scored every ``config.eval_every``
+        epochs, at the last epoch and once the time is up.
 
     Returns
     -------
     dict: ``seeds``, ``states`` (per seed model/optimizer/generator), ``history``
-    (per seed, one record per epoch with the keys of ``train_run``'s), ``run``
+    (per seed, one record per epoch with the keys of ``train_run``'s), ``time_limited``
+    (True when ``out_of_time`` ended the run before its epochs), ``run``
     (the :class:`BatchedSeeds`) and, with ``test``, ``results``: per seed what
     ``train_run`` returns (final train/test summaries, history, instances).
     """
@@ -188,10 +191,14 @@ def train_seeds_batched(config, seeds, train, test=None, make_model=None, schedu
     if resume is not None:
         start, states, history = resume[0], resume[1], [list(h) for h in resume[2]]
         run.load_seed_states(states)
+    out_of_time, time_limited = out_of_time or config.deadline(), False
     for epoch in range(start, config.epochs):
         plan = [schedule(k, epoch, history[k]) for k in range(len(seeds))]
         if all(phase is None for phase, _ in plan):
             break                                                   # every seed stopped
+        if out_of_time():
+            time_limited = True
+            break
         stats = run.train_epoch(store, y, [p for p, _ in plan], [lr for _, lr in plan],
                                 config.batch_size, on_step)
         records = []
@@ -204,7 +211,8 @@ def train_seeds_batched(config, seeds, train, test=None, make_model=None, schedu
                                  f"loss {loss} in epoch {epoch + 1}; lower --lr")
             records.append({"epoch": epoch + 1, "phase": phase, "lr": lr, "loss": loss,
                              "train_running_accuracy": acc, "train_mean_a_z": a_z})
-        if test_store is not None:
+        evals, rules = None, None                 # a skipped epoch: the end scores afresh
+        if test_store is not None and config.due(config.eval_every, epoch, out_of_time()):
             rules = [p if score_by_phase or p is None else config.paradigm for p, _ in plan]
             evals = run.evaluate(test_store, test, rules, config.threshold)
             for record, ev in zip(records, evals):
@@ -215,7 +223,8 @@ def train_seeds_batched(config, seeds, train, test=None, make_model=None, schedu
                 h.append(record)
         if callback is not None:
             callback(epoch, records, run)
-    out = {"seeds": list(seeds), "states": run.seed_states(), "history": history, "run": run}
+    out = {"seeds": list(seeds), "states": run.seed_states(), "history": history, "run": run,
+           "time_limited": time_limited}
     if test_store is not None:
         final = [config.paradigm] * len(seeds)                  # the paradigm's rule at the end
         final_train = run.evaluate(store, train, final, config.threshold)

@@ -4,13 +4,18 @@
 #   benchmarks/gpu_cells.sh --prepare CELL...     on the development machine: copy the data
 #                                                 the cells need into .gpu_data/ (ignored) and
 #                                                 the wheels attn-dyn needs into .whl/
-#   benchmarks/gpu_cells.sh [--dry-run] [--budget SECONDS] [--card h100|h200] CELL...
+#   benchmarks/gpu_cells.sh [--dry-run] [--budget SECONDS] [--card h100|h200]
+#                           [--parallel N] CELL...
 #                                                 on the GPU machine (carry .gpu_data and .whl)
 #
 # Runs the cells in the order given (default: every paper-scale cell in run order) until
-# the budget (default 480 s) is spent. The first cell always runs; a later one whose
-# estimate (an upper bound under a stop rule) exceeds what is left is skipped and says so,
-# unless --force. A running cell is stopped at the budget (its checkpoints stay in runs/cells/).
+# the budget (default 480 s) is spent, N at a time (default 1; small models leave a GPU
+# idle between kernel launches, so a few processes share it well). The first N cells
+# always run; a later one whose estimate (an upper bound under a stop rule) exceeds what
+# is left is skipped and says so, unless --force (and any later cell with under
+# GPU_CELLS_MIN_START, default 150, seconds left). A CNN FCAM cell gets --time-limit: it
+# stops training MARGIN (60) s before the budget ends and records its seeds as cut short
+# (a partial record, marked so in the tables); other cells are stopped at the budget.
 # Each finished cell writes results/cells/NAME.json; at the end all records go into
 # $OUT/cells_results.tar.gz (when $OUT is set) with a summary, to unpack here with
 # `tar xzf cells_results.tar.gz` in the repository, then `attn-dyn cells report`.
@@ -19,7 +24,8 @@
 set -u
 cd "$(dirname "$0")/.."
 
-DRY=0; PREP=0; FORCE=0; BUDGET=480; CARD=h100; DATA=.gpu_data
+DRY=0; PREP=0; FORCE=0; BUDGET=480; CARD=h100; DATA=.gpu_data; PARALLEL=1; MARGIN=60
+MIN_START=${GPU_CELLS_MIN_START:-150}   # a later cell starts only with this much time left
 CELLS=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -28,8 +34,9 @@ while [ $# -gt 0 ]; do
     --force) FORCE=1 ;;
     --budget) BUDGET="$2"; shift ;;
     --card) CARD="$2"; shift ;;
+    --parallel) PARALLEL="$2"; shift ;;
     --data) DATA="$2"; shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     -*) echo "Error: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) CELLS+=("$1") ;;
   esac
@@ -79,6 +86,10 @@ if [ "$PREP" = 1 ]; then
   $PY -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
     --implementation cp --platform any -d .whl "array-api-compat>=1.4" \
     || echo "warning: could not fetch the array-api-compat wheel into .whl/" >&2
+  # the commit this copy is made from: the GPU machine receives no .git
+  { echo "ATTN_DYN_COMMIT=$(git rev-parse HEAD 2>/dev/null)"
+    if git status --porcelain --untracked-files=no 2>/dev/null | grep -q .; then echo ATTN_DYN_DIRTY=1
+    else echo ATTN_DYN_DIRTY=0; fi; } >"$DATA/PROVENANCE"
   du -sh "$DATA" .whl
   echo "carry: [\"$DATA\", \".whl\"]  (with the repository at most 64 MiB)"
   exit 0
@@ -98,31 +109,58 @@ if [ "$DRY" = 1 ]; then
   exit 0
 fi
 
+# provenance of a working-tree copy without .git (written by --prepare)
+if ! git rev-parse HEAD >/dev/null 2>&1 && [ -f "$DATA/PROVENANCE" ]; then
+  set -a; . "$DATA/PROVENANCE"; set +a
+fi
+
 # data: the complete CIFAR-10 from its JPEG bytes (about 10 s)
 if echo "$PLAN" | grep -q cifar10-full && [ ! -d "$DATA/cifar10-full/cifar-10-batches-py" ]; then
   $PY "$DATA/cifar10-jpeg/to_pickles.py" "$DATA/cifar10-full" \
     || { echo "Error: could not write $DATA/cifar10-full (run --prepare first)" >&2; exit 2; }
 fi
 
-START=$SECONDS; ROWS=(); FAILED=0; first=1
+START=$SECONDS; ROWS=(); FAILED=0; started=0
 mkdir -p runs/cells
+run_one() {   # name left: run one cell, leave "STATE|seconds|last line" in runs/cells/NAME.status
+  local name=$1 left=$2 t0=$SECONDS limit=() rc state
+  case "$name" in t1-cifar*|cpu-t1-*|tiny-t1-*) limit=(--time-limit $(( left > 2 * MARGIN ? left - MARGIN : left / 2 ))) ;; esac
+  OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} timeout "$left" $ATTN cells run "$name" --data-root "$DATA" \
+    --device "${GPU_CELLS_DEVICE:-cuda}" "${limit[@]}" >"runs/cells/$name.log" 2>&1
+  rc=$?
+  case $rc in 0) state=DONE ;; 124) state=TIMEOUT ;; *) state="FAIL($rc)" ;; esac
+  echo "$state|$(( SECONDS - t0 )) s|$(tail -n 1 "runs/cells/$name.log" | cut -c1-90 | tr '|' '/')" \
+    >"runs/cells/$name.status"
+}
+NAMES=()
 while read -r name folder minutes; do
   left=$(( BUDGET - (SECONDS - START) ))
   secs=$($PY -c "print(int(float('$minutes') * 60))")
+  NAMES+=("$name")
+  rm -f "runs/cells/$name.status"
+  while [ "$(jobs -rp | wc -l)" -ge "$PARALLEL" ]; do wait -n; done
+  left=$(( BUDGET - (SECONDS - START) ))
   if [ "$left" -lt 20 ]; then
-    ROWS+=("$name|SKIP|-|budget spent"); continue
+    echo "SKIP|-|budget spent" >"runs/cells/$name.status"; continue
   fi
-  if [ "$first" = 0 ] && [ "$FORCE" = 0 ] && [ "$secs" -gt "$left" ]; then
-    ROWS+=("$name|SKIP|-|estimate ${minutes} min is over the ${left} s left"); continue
+  if [ "$started" -ge "$PARALLEL" ] && [ "$FORCE" = 0 ] && [ "$secs" -gt "$left" ]; then
+    echo "SKIP|-|estimate ${minutes} min is over the ${left} s left" >"runs/cells/$name.status"
+    continue
   fi
-  first=0
-  t0=$SECONDS
-  timeout "$left" $ATTN cells run "$name" --data-root "$DATA" --device "${GPU_CELLS_DEVICE:-cuda}" \
-    >"runs/cells/$name.log" 2>&1
-  rc=$?
-  case $rc in 0) state=DONE ;; 124) state=TIMEOUT; FAILED=1 ;; *) state="FAIL($rc)"; FAILED=1 ;; esac
-  ROWS+=("$name|$state|$(( SECONDS - t0 )) s|$(tail -n 1 "runs/cells/$name.log" | cut -c1-90)")
+  if [ "$started" -ge "$PARALLEL" ] && [ "$left" -lt "$MIN_START" ]; then
+    echo "SKIP|-|only ${left} s left (a later cell needs ${MIN_START})" >"runs/cells/$name.status"
+    continue
+  fi
+  started=$(( started + 1 ))
+  echo "start $name ($left s left)"
+  run_one "$name" "$left" </dev/null &
 done <<<"$PLAN"
+wait
+for name in "${NAMES[@]}"; do
+  row=$(cat "runs/cells/$name.status" 2>/dev/null || echo "FAIL(?)|-|no status")
+  case "$row" in DONE*|SKIP*) ;; *) FAILED=1 ;; esac
+  ROWS+=("$name|$row")
+done
 
 SUMMARY=$( {
   echo "## gpu_cells on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1) (total $(( SECONDS - START )) s)"

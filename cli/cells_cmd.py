@@ -70,14 +70,17 @@ def list_cells(card, as_json):
               show_default=True, help="Each cell's run folder (checkpoints; a rerun resumes).")
 @click.option("--device", default="auto", show_default=True,
               help="torch device: auto, cpu, cuda, cuda:K.")
-def run_cells(names, data_root, results_dir, work, device):
+@click.option("--time-limit", type=float, default=None,
+              help="Seconds of training per CNN FCAM cell: it ends at the next epoch "
+                   "boundary, is evaluated as it stands and its record says time_limited.")
+def run_cells(names, data_root, results_dir, work, device, time_limit):
     """Run the cells NAMES in order; each writes results/cells/NAME.json."""
     for name in names:
         lib.get_cell(name)                       # refuse an unknown name before any work
     for name in names:
         record = lib.run_cell(name, data_root, results_dir, work, device,
                               log=lambda line: click.echo(line, err=True),
-                              command=["attn-dyn", *sys.argv[1:]])
+                              command=["attn-dyn", *sys.argv[1:]], time_limit=time_limit)
         p = record["provenance"]
         click.echo(f"{name}: done in {p['wall_seconds']} s on {p['card']}; wrote "
                    f"{results_dir}/cells/{name}.json")

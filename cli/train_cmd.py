@@ -115,6 +115,15 @@ DATASETS = ("synthetic", "linear-orthogonal", "cifar10", "cifar100")
 @click.option("--batch-seeds", is_flag=True,
               help="torch: train all seeds of a paradigm as one stacked model (same "
                    "results and checkpoints as separate runs; faster on a GPU).")
+@click.option("--eval-every", type=int, default=D.eval_every, show_default=True,
+              help="Score the test set every k epochs (and at a run's last epoch); the "
+                   "epoch lines in between show no test numbers. Training is unchanged.")
+@click.option("--checkpoint-every", type=int, default=D.checkpoint_every, show_default=True,
+              help="With --out: checkpoint every k epochs (and at a run's last epoch).")
+@click.option("--time-limit", type=float, default=D.time_limit,
+              help="Seconds per run (a seed; all seeds with --batch-seeds): end it at the "
+                   "next epoch boundary, evaluate it as it stands and record time_limited "
+                   "in config.json [default: none].")
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="A progress bar per epoch (stderr); one line per epoch is printed "
                    "either way.")
@@ -130,8 +139,9 @@ def train(ctx, paradigm, lr, switch_epoch, foreground, protocol, out, resume, pr
     the Figure 1 heat map of (a_z, s_y). One line per epoch goes to stdout and
     to OUT/history.jsonl; warnings go to stderr.
 
-    With --out a checkpoint is written after every epoch; --resume continues an
-    interrupted run (on the CPU it ends exactly where an uninterrupted one does).
+    With --out a checkpoint is written after every epoch (--checkpoint-every);
+    --resume continues an interrupted run (on the CPU it ends exactly where an
+    uninterrupted one does).
 
     Two routes run other commands with the same options as those commands:
     --dataset hatexplain runs `attn-dyn train-text` (the HateXplain text FCAM,

@@ -44,6 +44,9 @@ UNIT_SECONDS = {"hatexplain": {"h100": 0.6, "h200": 0.6, "cpu": 1.75},
                 "synthetic": {"h100": 0.17, "h200": 0.13, "cpu": 6.0}}
 #: A job's working time: cells longer than this on a card need more than one job.
 JOB_SECONDS = 480
+#: Paper-size FCAM cells score the test set and checkpoint every 10 epochs (and at
+#: the end): both are run control and leave the training itself unchanged.
+PAPER_RUN_CONTROL = {"eval_every": 10, "checkpoint_every": 10}
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,8 @@ def _table1_cells():
                     f"t1-cifar10-m{m}-{protocol}-{p}", "table1", "paper",
                     f"CIFAR-10, m = {m}, {protocol}'s protocol, {p}",
                     {"runner": "fcam", "dataset": "cifar10", "m": m, "protocol": protocol,
-                     "paradigm": p, "switch_epoch": "auto"}, "cifar10-full",
+                     "paradigm": p, "switch_epoch": "auto", **PAPER_RUN_CONTROL},
+                    "cifar10-full",
                     {"saif": saif, "accuracy": acc}))
     from .hatexplain_report import PAPER_ROWS
 
@@ -160,15 +164,17 @@ def estimate_seconds(cell, card):
     return size["steps"] * unit * s["seeds"] / 20 * (3 if s["task"] == "multihead" else 1)
 
 
-def _fcam_config(cell, data_dir, device):
+def _fcam_config(cell, data_dir, device, time_limit=None):
     from .experiment_config import ExperimentConfig, apply_protocol
 
     s = dict(cell.settings)
     given = {k: s[k] for k in ("seeds", "n_train", "n_test", "epochs", "width", "batch_size")
              if k in s}
+    control = {k: s[k] for k in ("eval_every", "checkpoint_every") if k in s}
     c = ExperimentConfig(backend="torch", dataset=s["dataset"], data_dir=data_dir, m=s["m"],
                          paradigms=[s["paradigm"]], switch_epoch=s.get("switch_epoch"),
-                         device=device, batch_seeds=True, **given)
+                         device=device, batch_seeds=True, time_limit=time_limit,
+                         **given, **control)
     return apply_protocol(c, s["protocol"], explicit=set(given))
 
 
@@ -179,15 +185,16 @@ def _synthetic_size(s):
                 **({"steps": 20, "hidden": 8} if s["size"] == "tiny" else {}))
 
 
-def _run_fcam(cell, data_dir, work, device, log):
+def _run_fcam(cell, data_dir, work, device, log, time_limit=None):
     from minimal_attn.backends.fcam_experiment import run_experiment
 
-    c = _fcam_config(cell, data_dir, device)
+    c = _fcam_config(cell, data_dir, device, time_limit)
     results, meta = run_experiment(c, out=work, resume=True, log=log)
     result = fcam_result(results, meta, cell.settings["paradigm"])
     settings = {k: meta[k] for k in ("dataset", "m", "protocol", "optimizer", "focus_init",
                                      "classifier", "stop_loss", "epochs", "batch_size",
-                                     "n_train", "n_test", "width", "lr", "switch_epoch")}
+                                     "n_train", "n_test", "width", "lr", "switch_epoch",
+                                     "eval_every", "time_limit")}
     return result, dict(settings, seeds=len(meta["seeds"])), meta["device"]
 
 
@@ -200,10 +207,11 @@ def fcam_result(results, meta, paradigm):
     result["train_seconds"] = sum(s["seconds"] for s in per_seed["test"])
     result["stopped_epochs"] = meta["stopped_epochs"][paradigm]
     result["epochs_run"] = meta["epochs_run"][paradigm]
+    result["time_limited"] = meta.get("time_limited", {}).get(paradigm, {})
     return result
 
 
-def _run_hatexplain(cell, data_dir, work, device, log):
+def _run_hatexplain(cell, data_dir, work, device, log, time_limit=None):
     from minimal_attn.backends.text_fcam_train import (
         HateXplainConfig,
         TextTrainConfig,
@@ -222,7 +230,7 @@ def _run_hatexplain(cell, data_dir, work, device, log):
         meta["device"]
 
 
-def _run_agreement(cell, data_dir, work, device, log):
+def _run_agreement(cell, data_dir, work, device, log, time_limit=None):
     from minimal_attn.backends.torch_agreement import AgreementConfig, run_agreement
 
     s = cell.settings
@@ -241,7 +249,7 @@ def agreement_result(out):
             "performance_name": out["performance"]}
 
 
-def _run_synthetic(cell, data_dir, work, device, log):
+def _run_synthetic(cell, data_dir, work, device, log, time_limit=None):
     from minimal_attn.backends.torch_synthetic_experiments import run_synthetic
     from minimal_attn.backends.torch_synthetic_train import SyntheticConfig
 
@@ -266,8 +274,13 @@ RUNNERS = {"fcam": _run_fcam, "hatexplain": _run_hatexplain, "agreement": _run_a
 
 
 def run_cell(name, data_root, results_dir="results", work_root="runs/cells", device="auto",
-             log=None, command=None):
+             log=None, command=None, time_limit=None):
     """Run one cell and write its record; returns the record.
+
+    ``time_limit`` (seconds, Table 1 cells of the CNN FCAM): training ends at the
+    first epoch boundary after it, the seeds are evaluated as they stand, and the
+    record names the seeds cut short (``result.time_limited``) beside the epochs
+    each ran, so a partial cell is never read as a finished one.
 
     ``data_root`` holds the cell's data folder (``cell.data``: ``cifar10`` the
     subset, ``cifar10-full`` the complete CIFAR-10 as ``cifar-10-batches-py``,
@@ -283,8 +296,11 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
                              f"({data_root}); see `attn-dyn cells list`", param="data_root")
     work = os.path.join(work_root, name)
     t0 = time.perf_counter()
+    if time_limit is not None and cell.settings["runner"] != "fcam":
+        raise InputError(f"time_limit applies to the CNN FCAM cells (t1-cifar10-*); cell "
+                         f"{name} runs to its end", param="time_limit")
     result, settings, used = RUNNERS[cell.settings["runner"]](
-        cell, data_dir, work, device, log or (lambda line: None))
+        cell, data_dir, work, device, log or (lambda line: None), time_limit)
     record = {"format": 1, "cell": name, "kind": cell.kind, "scale": cell.scale,
               "title": cell.title, "settings": settings, "result": result,
               "paper": cell.paper or None,

@@ -77,6 +77,9 @@ class ExperimentConfig:
     threads: Optional[int] = None              # torch CPU threads; None: torch's default
     batch_seeds: bool = False                  # all seeds as one model (backends/torch_batched)
     protocol: Optional[str] = None             # the preset applied (apply_protocol), if any
+    eval_every: int = 1                        # score the test set every k epochs (and last)
+    checkpoint_every: int = 1                  # checkpoint every k epochs (and the last)
+    time_limit: Optional[float] = None         # seconds per run: stop at the next epoch end
 
 
 def apply_protocol(config, name, explicit=()):
@@ -113,15 +116,17 @@ def check_config(c):
                          f"backend {other} (numpy: linear FCAM on vector mosaics; torch: "
                          "CNN FCAM on image mosaics)", param="backend")
     for name, low in (("m", 2), ("epochs", 1), ("seeds", 1), ("n_train", 1), ("n_test", 1),
-                      ("batch_size", 1), ("n_classes", 2)):
+                      ("batch_size", 1), ("n_classes", 2), ("eval_every", 1),
+                      ("checkpoint_every", 1)):
         _at_least(name, getattr(c, name), low)
     for p, value in (c.lr or {}).items():
         if p != "all" and p not in PARADIGMS:
             raise InputError(f"lr: unknown paradigm {p!r}; use {', '.join(PARADIGMS)}",
                              param="lr")
         _positive("lr", value)
-    for name in ("hybrid_lr",) if c.hybrid_lr is not None else ():
-        _positive(name, c.hybrid_lr)
+    for name in ("hybrid_lr", "time_limit"):
+        if getattr(c, name) is not None:
+            _positive(name, getattr(c, name))
     _positive("width", c.width)
     if not 0 <= c.momentum < 1:
         raise InputError(f"momentum must lie in [0, 1), got {c.momentum}", param="momentum")

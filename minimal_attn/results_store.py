@@ -58,7 +58,13 @@ def provenance(wall_seconds, device="cpu", protocol=None, command=None, repo=Non
     repo = repo or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     commit = _git("rev-parse", "HEAD", cwd=repo)
     dirty = _git("status", "--porcelain", "--untracked-files=no", cwd=repo)
-    out = {"commit": commit, "dirty": None if dirty is None else bool(dirty),
+    dirty = None if dirty is None else bool(dirty)
+    if commit is None and os.environ.get("ATTN_DYN_COMMIT"):
+        # a copy of the working tree without .git (a GPU machine): the commit and dirty
+        # flag recorded where the copy was made (benchmarks/gpu_cells.sh --prepare)
+        commit = os.environ["ATTN_DYN_COMMIT"]
+        dirty = {"0": False, "1": True}.get(os.environ.get("ATTN_DYN_DIRTY", ""))
+    out = {"commit": commit, "dirty": dirty,
            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "device": str(device), "card": "CPU", "python": platform.python_version(),
            "numpy": np.__version__, "torch": None, "cuda": None,
@@ -145,17 +151,33 @@ def _table1_order(record):
             rank.index(paradigm) if paradigm in rank else len(rank), record["cell"])
 
 
+def _epochs(result):
+    """Epochs run (range over seeds), how many seeds the stop rule ended, and a mark
+    for seeds a time limit cut short: e.g. ``31-48, 12/12 stopped``."""
+    runs = list((result.get("epochs_run") or {}).values())
+    if not runs:
+        return "-"
+    text = f"{min(runs)}" if min(runs) == max(runs) else f"{min(runs)}-{max(runs)}"
+    stopped = [v for v in (result.get("stopped_epochs") or {}).values() if v is not None]
+    text += f", {len(stopped)}/{len(runs)} stopped"
+    cut = [k for k, v in (result.get("time_limited") or {}).items() if v]
+    if cut:
+        text += f", **{len(cut)} cut by time limit (partial)**"
+    return text
+
+
 def _table1(records):
     records = sorted(records, key=_table1_order)
-    lines = ["| cell | scale | seeds | test SAIF % | test accuracy % | paper SAIF / acc | "
-             "run on |", "|---|---|---|---|---|---|---|"]
+    lines = ["| cell | scale | seeds | test SAIF % | test accuracy % | epochs | "
+             "paper SAIF / acc | run on |", "|---|---|---|---|---|---|---|---|"]
     for r in records:
         res, paper = r["result"], r.get("paper") or {}
         ref = (f"{paper['saif']} / {paper['accuracy']}" if paper else "-")
         trained = (f", trained {res['train_seconds'] / 60:.0f} min"
                    if res.get("train_seconds") else "")
         lines.append(f"| {r['title']} | {r['scale']} | {len(res['test']['saif']['per_seed'])} "
-                     f"| {_pct(res['test']['saif'])} | {_pct(res['test']['accuracy'])} | {ref} "
+                     f"| {_pct(res['test']['saif'])} | {_pct(res['test']['accuracy'])} "
+                     f"| {_epochs(res)} | {ref} "
                      f"| {_short(r)}{trained} |")
     return lines
 

@@ -8,8 +8,12 @@ its model (the CNN FCAM in ``backends/torch_train.py``, the linear FCAM in
   switch, then HA; ``switch_epoch="auto"`` picks the switch from SA's focus,
   :func:`auto_switch`) and its learning rate;
 * after every epoch: the divergence check, a test evaluation scored with the
-  inference rule of the epoch's phase, one history record, an atomic
-  checkpoint (the previous one kept as ``.ckpt.prev``) and the callbacks;
+  inference rule of the epoch's phase (every ``eval_every`` epochs and at the
+  end; the record's test fields are None in between), one history record, an
+  atomic checkpoint (every ``checkpoint_every`` epochs and at the end; the
+  previous one kept as ``.ckpt.prev``) and the callbacks;
+* ``time_limit``: a run ends at the first epoch boundary after that many
+  seconds, is evaluated as it stands and says ``time_limited``;
 * the stop rule of the authors' released code (``stop_loss``): a run ends
   after the first epoch whose mean training loss is at most ``stop_loss``;
 * resume: the checkpoint is checked only against the settings that affect its
@@ -80,12 +84,34 @@ class TrainConfig:
     width: float = 1.0                   # network width multiplier (1 = Appendix A.2)
     focus_init: str = "zero"             # uniform start: output layer zero, or mirror
     classifier: str = "paper"            # paper (A.2's layers) or lenet (authors' code)
+    # run control only (no effect on the trajectory, so not in `affecting`):
+    eval_every: int = 1                  # score the test set every k epochs and at the end
+    checkpoint_every: int = 1            # checkpoint every k epochs and at the end
+    time_limit: Optional[float] = None   # seconds: end the run at the next epoch boundary
 
     def __post_init__(self):
         self.paradigm = check_paradigm(self.paradigm)
         if self.optimizer not in OPTIMIZERS:
             raise InputError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got "
                              f"{self.optimizer!r}", param="optimizer")
+        for key in ("eval_every", "checkpoint_every"):
+            if int(getattr(self, key)) < 1:
+                raise InputError(f"{key} must be a whole number >= 1, got "
+                                 f"{getattr(self, key)!r}", param=key)
+        if self.time_limit is not None and not float(self.time_limit) > 0:
+            raise InputError(f"time_limit must be a positive number of seconds, got "
+                             f"{self.time_limit!r}", param="time_limit")
+
+    def due(self, every, epoch, last=False):
+        """True when epoch index ``epoch`` (0-based) ends a period of ``every`` epochs,
+        is the last epoch or ``last`` says the run ends after it."""
+        return last or (epoch + 1) % int(every) == 0 or epoch + 1 >= self.epochs
+
+    def deadline(self):
+        """A ``clock() -> bool`` that turns True once ``time_limit`` seconds have passed."""
+        start = time.perf_counter()
+        return lambda: (self.time_limit is not None
+                        and time.perf_counter() - start >= float(self.time_limit))
 
     def stopped(self, history):
         """True once the latest epoch's mean training loss reached ``stop_loss``."""
@@ -262,8 +288,14 @@ def run_epochs(config, trainer, fingerprint, out_dir=None, resume=False, progres
             meta = saved
     start, history, rates = meta["epoch"], meta["history"], config.rates(trainer.LR_TABLE)
     test_eval = None                       # the latest epoch's test evaluation, reused
+    out_of_time, time_limited = config.deadline(), False
     for epoch in range(start, config.epochs):
         if config.stopped(history):      # the stop rule (also after a resume)
+            break
+        if out_of_time():
+            time_limited = True
+            if path is not None and epoch > start:   # the last epoch may not be saved yet
+                write_checkpoint(path, lambda f: trainer.save(f, meta))
             break
         t0 = time.perf_counter()
         phase = config.phase(epoch, meta["switch_epoch"])
@@ -274,12 +306,14 @@ def run_epochs(config, trainer, fingerprint, out_dir=None, resume=False, progres
             loss, acc, a_z = trainer.train_epoch(phase, rates[phase], epoch, b.update)
         check_divergence(loss, history, config, trainer.probe_loss(phase)
                          if hasattr(trainer, "probe_loss") else None)
-        test_eval = rule, trainer.evaluate("test", rule)
+        ends = config.stop_loss is not None and loss <= config.stop_loss or out_of_time()
+        test_eval = (rule, trainer.evaluate("test", rule)) \
+            if config.due(config.eval_every, epoch, ends) else None
         record = {"paradigm": config.paradigm, "seed": config.seed, "epoch": epoch + 1,
                   "phase": phase, "rule": "ha" if rule == "hybrid" else rule,
                   "lr": rates[phase], "loss": loss, "train_accuracy": acc, "mean_a_z": a_z,
-                  "test_accuracy": test_eval[1][0]["accuracy"],
-                  "test_saif": test_eval[1][0]["saif"]}
+                  "test_accuracy": None if test_eval is None else test_eval[1][0]["accuracy"],
+                  "test_saif": None if test_eval is None else test_eval[1][0]["saif"]}
         history.append(record)
         if config.switch_epoch == "auto" and meta["switch_epoch"] is None and (
                 auto_switch([h["mean_a_z"] for h in history], trainer.m)
@@ -288,7 +322,7 @@ def run_epochs(config, trainer, fingerprint, out_dir=None, resume=False, progres
         meta["train_seconds"] += time.perf_counter() - t0
         meta["epoch"] = epoch + 1
         record["seconds"] = meta["train_seconds"]
-        if path is not None:
+        if path is not None and config.due(config.checkpoint_every, epoch, ends):
             write_checkpoint(path, lambda f: trainer.save(f, meta))
         if callback is not None:
             callback(epoch, record)
@@ -301,7 +335,7 @@ def run_epochs(config, trainer, fingerprint, out_dir=None, resume=False, progres
             "instances": {"train": train_inst, "test": test_inst},
             "resumed_from_epoch": start, "seconds": meta["train_seconds"],
             "switch_epoch": meta["switch_epoch"] if config.paradigm == "hybrid" else None,
-            "stopped_epoch": stopped_epoch(config, history),
+            "stopped_epoch": stopped_epoch(config, history), "time_limited": time_limited,
             "warnings": collapse_warnings(history, trainer.m)}
 
 

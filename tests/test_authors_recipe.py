@@ -117,20 +117,22 @@ def separate_adam(model, store, y, phase, lr, epochs, batch_size, seed):
     return losses, optimizer
 
 
-def test_stacked_adam_update_is_torchs_bit_for_bit():
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_stacked_adam_update_is_torchs_bit_for_bit(dtype):
     """Given the same gradients, StackedAdam's seed slices equal torch.optim.Adam exactly,
-    with one lr per seed and a seed that joins later (its own step count)."""
+    with one lr per seed, in float64 and float32 (its per-seed factors are rounded to the
+    parameters' dtype as torch rounds its Python-float scalars)."""
     from minimal_attn.backends.stacked_optimizers import StackedAdam
 
     gen = torch.Generator().manual_seed(0)
     shapes, lrs = [(4, 3), (5,)], [1e-3, 5e-4, 3e-2]
-    params = [torch.randn((3,) + s, generator=gen, dtype=torch.float64) for s in shapes]
+    params = [torch.randn((3,) + s, generator=gen, dtype=dtype) for s in shapes]
     stacked = [p.clone().requires_grad_() for p in params]
     refs = [[p[k].clone().requires_grad_() for p in params] for k in range(3)]
     opts = [torch.optim.Adam(r, lr=lr) for r, lr in zip(refs, lrs)]
     ours = StackedAdam(stacked)
     for step in range(5):
-        grads = [torch.randn(p.shape, generator=gen, dtype=torch.float64) * 10.0 ** -step
+        grads = [torch.randn(p.shape, generator=gen, dtype=dtype) * 10.0 ** -step
                  for p in params]
         for p, g in zip(stacked, grads):
             p.grad = g.clone()
