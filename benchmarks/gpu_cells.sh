@@ -86,10 +86,14 @@ if [ "$PREP" = 1 ]; then
   $PY -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
     --implementation cp --platform any -d .whl "array-api-compat>=1.4" \
     || echo "warning: could not fetch the array-api-compat wheel into .whl/" >&2
-  # the commit this copy is made from: the GPU machine receives no .git
+  # the commit this copy is made from (the GPU machine's .git, if any, may be older), the
+  # tracked files and a hash of their contents, checked again there
+  git ls-files >"$DATA/FILES"
   { echo "ATTN_DYN_COMMIT=$(git rev-parse HEAD 2>/dev/null)"
     if git status --porcelain --untracked-files=no 2>/dev/null | grep -q .; then echo ATTN_DYN_DIRTY=1
-    else echo ATTN_DYN_DIRTY=0; fi; } >"$DATA/PROVENANCE"
+    else echo ATTN_DYN_DIRTY=0; fi
+    echo "ATTN_DYN_CONTENT=$(tr '\n' '\0' <"$DATA/FILES" | xargs -0 cat 2>/dev/null | sha1sum | cut -c1-40)"
+  } >"$DATA/PROVENANCE"
   du -sh "$DATA" .whl
   echo "carry: [\"$DATA\", \".whl\"]  (with the repository at most 64 MiB)"
   exit 0
@@ -109,9 +113,11 @@ if [ "$DRY" = 1 ]; then
   exit 0
 fi
 
-# provenance of a working-tree copy without .git (written by --prepare)
-if ! git rev-parse HEAD >/dev/null 2>&1 && [ -f "$DATA/PROVENANCE" ]; then
+# provenance of this copy (written by --prepare): dirty if a tracked file changed since
+if [ -f "$DATA/PROVENANCE" ] && [ -f "$DATA/FILES" ]; then
   set -a; . "$DATA/PROVENANCE"; set +a
+  now=$(tr '\n' '\0' <"$DATA/FILES" | xargs -0 cat 2>/dev/null | sha1sum | cut -c1-40)
+  [ "$now" = "${ATTN_DYN_CONTENT:-}" ] || export ATTN_DYN_DIRTY=1
 fi
 
 # data: the complete CIFAR-10 from its JPEG bytes (about 10 s)

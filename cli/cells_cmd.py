@@ -86,6 +86,19 @@ def run_cells(names, data_root, results_dir, work, device, time_limit):
                    f"{results_dir}/cells/{name}.json")
 
 
+@cells.command("plot")
+@click.argument("names", nargs=-1, required=True)
+@click.option("--work", type=click.Path(file_okay=False), default="runs/cells",
+              show_default=True, help="The folder holding each cell's run folder.")
+@click.option("--out", "path", type=click.Path(dir_okay=False), required=True,
+              help="The figure to write (.png, .pdf or .svg).")
+@click.option("--title", default="Training curves (mean over seeds)", show_default=True)
+def plot(names, work, path, title):
+    """Plot mean a_z and training loss per epoch of the Table 1 cells NAMES."""
+    lib.plot_cells(names, work, path, title)
+    click.echo(f"wrote {path}")
+
+
 @cells.command("report")
 @click.option("--results", "results_dir", type=click.Path(file_okay=False),
               default="results", show_default=True, help="The results store.")

@@ -26,11 +26,14 @@ from .errors import InputError
 from .results_store import provenance, summarise, write_cell
 
 #: Measured or derived throughput: CNN FCAM training mosaics/s summed over 12
-#: batched seeds at m = 5 (the paper's networks, HA). H200: 22,097 mosaics/s for
-#: one seed x 2.87 (12 seeds batched), benchmarks/README.md; H100: x 0.75 (its
-#: memory bandwidth, 3.35 against 4.8 TB/s); cpu: the 2-core machine, one thread
-#: per run (about 350 mosaics/s measured for SA at width 1).
-THROUGHPUT = {"h100": 47_000.0, "h200": 63_000.0, "cpu": 350.0}
+#: batched seeds at m = 5, one process. H200: 40,400 (HA), 46,800 (SA), 39,800 (LV)
+#: with the authors' networks and Adam, a test evaluation per epoch included
+#: (benchmarks/README.md, 2026-11-26); H100: x 0.75 (its memory bandwidth, 3.35
+#: against 4.8 TB/s); cpu: the 2-core machine, one thread per run (about 350
+#: mosaics/s measured for SA at width 1). The CPU time of the benchmark equalled its
+#: wall time, so one process is bound by kernel launches, and 4 cells side by side
+#: (gpu_cells.sh --parallel 4) ran at about 74,000 mosaics/s together.
+THROUGHPUT = {"h100": 30_000.0, "h200": 40_000.0, "cpu": 350.0}
 #: Seconds per unit of work of the other cells, from what was measured (rough):
 #: * hatexplain: one seed-epoch of the text FCAM (CPU: 4 paradigms x 3 seeds x 10
 #:   epochs took about 3.5 min; GPU: assumed 3x faster, not yet measured);
@@ -47,6 +50,7 @@ JOB_SECONDS = 480
 #: Paper-size FCAM cells score the test set and checkpoint every 10 epochs (and at
 #: the end): both are run control and leave the training itself unchanged.
 PAPER_RUN_CONTROL = {"eval_every": 10, "checkpoint_every": 10}
+PROTOCOL_NAMES = {"authors": "authors' protocol", "paper": "paper's protocol"}
 
 
 @dataclass(frozen=True)
@@ -72,7 +76,7 @@ def _table1_cells():
                 saif, acc = PAPER_TABLE1["cifar10", m][p]
                 cells.append(Cell(
                     f"t1-cifar10-m{m}-{protocol}-{p}", "table1", "paper",
-                    f"CIFAR-10, m = {m}, {protocol}'s protocol, {p}",
+                    f"CIFAR-10, m = {m}, {PROTOCOL_NAMES[protocol]}, {p}",
                     {"runner": "fcam", "dataset": "cifar10", "m": m, "protocol": protocol,
                      "paradigm": p, "switch_epoch": "auto", **PAPER_RUN_CONTROL},
                     "cifar10-full",
@@ -151,8 +155,9 @@ def estimate_seconds(cell, card):
     s = cell.settings
     if s["runner"] == "fcam":
         c = _fcam_config(cell, data_dir=None, device="cpu")
-        # training passes plus one evaluation of the test set per epoch (forward: ~1/3)
-        work = c.seeds * c.epochs * (c.n_train + c.n_test / 3) * (c.m / 5)
+        # training passes plus an evaluation of the test set every eval_every epochs
+        # (forward only: ~1/3 of a training pass)
+        work = c.seeds * c.epochs * (c.n_train + c.n_test / 3 / c.eval_every) * (c.m / 5)
         batched = 1.0 if c.seeds >= 12 or card == "cpu" else c.seeds / 12
         return work / (THROUGHPUT[card] * batched)
     unit = UNIT_SECONDS[s["runner"]][card]
@@ -308,3 +313,27 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
                                        cell.settings.get("protocol"), command)}
     write_cell(results_dir, record)
     return record
+
+
+def plot_cells(names, work_root, path, title="Training curves (mean over seeds)"):
+    """Mean a_z and training loss per epoch of the Table 1 cells ``names``, from each
+    cell's ``work_root/<name>/history.jsonl``; writes the figure to ``path``."""
+    import json
+
+    from .plots import plot_training_curves
+
+    histories = {}
+    for name in names:
+        get_cell(name)
+        source = os.path.join(work_root, name, "history.jsonl")
+        if not os.path.isfile(source):
+            raise InputError(f"cell {name} has no history in {work_root} ({source} is "
+                             "missing): run it there first, or pass --work", param="work")
+        with open(source) as f:
+            try:
+                histories[name] = [json.loads(line) for line in f if line.strip()]
+            except json.JSONDecodeError as err:
+                raise InputError(f"{source} is not JSON lines ({err}); rerun the cell "
+                                 "to rewrite it") from None
+    plot_training_curves(histories, path, title)
+    return path

@@ -1,7 +1,9 @@
 r"""Figures of Vashisht & Ramaswamy (2023), drawn with matplotlib (Agg, no display).
 
 * :func:`plot_fixed_focus_losses`: Figure 2, fixed-focus loss against epochs;
-* :func:`plot_incentives`: Figure 3, focus-improvement incentive against epochs.
+* :func:`plot_incentives`: Figure 3, focus-improvement incentive against epochs;
+* :func:`plot_training_curves`: mean a_z and training loss per epoch of trained
+  FCAMs (the Table 1 runs, e.g. a set of cells).
 
 Both take the result of :func:`minimal_attn.fixed_focus.fixed_focus_curves`,
 ``{paradigm: {alpha: {"epoch", "loss", "incentive", ...}}}`` (alpha keys may be
@@ -87,3 +89,39 @@ def plot_incentives(result, path):
     """
     _panels(result, "incentive", "incentive δ", "Focus-improvement incentive "
             "L(g, α) − L(g, α′), α′ = min(α + δα, 1)", path, log_y=False)
+
+
+def plot_training_curves(histories, path, title="Training curves (mean over seeds)"):
+    """Mean a_z and mean training loss per epoch, one curve per run, seeds averaged.
+
+    ``histories``: ``{label: [record, ...]}`` with the history records of
+    ``train_loop.run_epochs`` (``seed``, ``epoch``, ``loss``, ``mean_a_z``);
+    labels ending in ``-sa``/``-ha``/``-lv``/``-hybrid`` share a colour, and a
+    label holding ``paper`` is dashed (the paper's protocol beside the authors').
+    An epoch is averaged over the seeds that ran it; the curve thins where seeds
+    have stopped. A dotted line marks 1/m where the records carry ``m``.
+    """
+    plt = _pyplot()
+    colours = {"sa": "tab:blue", "ha": "tab:orange", "lv": "tab:green",
+               "hybrid": "tab:red"}
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for label, records in histories.items():
+        by_epoch = {}
+        for r in records:
+            by_epoch.setdefault(int(r["epoch"]), []).append(r)
+        epochs = sorted(by_epoch)
+        style = dict(color=colours.get(label.rsplit("-", 1)[-1]),
+                     ls="--" if "paper" in label else "-", lw=1.6, label=label)
+        for ax, key in zip(axes, ("mean_a_z", "loss")):
+            ax.plot(epochs, [np.mean([r[key] for r in by_epoch[e]]) for e in epochs],
+                    **style)
+    for ax, ylabel in zip(axes, ("mean training a_z", "mean training loss")):
+        ax.set_xlabel("epoch")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+    axes[1].set_yscale("log")
+    axes[1].legend(fontsize=7, frameon=False)
+    fig.suptitle(title)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=120)
+    plt.close(fig)

@@ -56,14 +56,16 @@ def _git(*args, cwd=None):
 def provenance(wall_seconds, device="cpu", protocol=None, command=None, repo=None):
     """Where and how a cell ran: commit, date, device, card, versions, wall time."""
     repo = repo or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    commit = _git("rev-parse", "HEAD", cwd=repo)
-    dirty = _git("status", "--porcelain", "--untracked-files=no", cwd=repo)
-    dirty = None if dirty is None else bool(dirty)
-    if commit is None and os.environ.get("ATTN_DYN_COMMIT"):
-        # a copy of the working tree without .git (a GPU machine): the commit and dirty
-        # flag recorded where the copy was made (benchmarks/gpu_cells.sh --prepare)
+    if os.environ.get("ATTN_DYN_COMMIT"):
+        # a copy of the working tree (a GPU machine), whose .git, if any, need not be
+        # the copy's: the commit and dirty flag recorded where the copy was made
+        # (benchmarks/gpu_cells.sh --prepare, which also checks the files still match)
         commit = os.environ["ATTN_DYN_COMMIT"]
         dirty = {"0": False, "1": True}.get(os.environ.get("ATTN_DYN_DIRTY", ""))
+    else:
+        commit = _git("rev-parse", "HEAD", cwd=repo)
+        dirty = _git("status", "--porcelain", "--untracked-files=no", cwd=repo)
+        dirty = None if dirty is None else bool(dirty)
     out = {"commit": commit, "dirty": dirty,
            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "device": str(device), "card": "CPU", "python": platform.python_version(),

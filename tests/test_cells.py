@@ -61,6 +61,37 @@ def test_a_tiny_cell_writes_its_record_and_the_pages_regenerate(tmp_path, torch_
     assert again["result"] == record["result"]
 
 
+def test_provenance_of_a_copy_names_the_commit_it_was_made_from(monkeypatch, tmp_path):
+    """A GPU machine's copy may carry an older .git: the prepared commit wins over it."""
+    monkeypatch.delenv("ATTN_DYN_COMMIT", raising=False)
+    here = results_store.provenance(1.0)
+    assert here["commit"] is None or len(here["commit"]) == 40
+    monkeypatch.setenv("ATTN_DYN_COMMIT", "f" * 40)
+    for flag, dirty in (("0", False), ("1", True), ("", None)):
+        monkeypatch.setenv("ATTN_DYN_DIRTY", flag)
+        p = results_store.provenance(1.0, repo=str(tmp_path))
+        assert (p["commit"], p["dirty"]) == ("f" * 40, dirty)
+
+
+def test_cells_plot_draws_the_histories_and_names_a_missing_one(tmp_path, torch_one_thread):
+    pytest.importorskip("torch")
+    work = tmp_path / "w"
+    cells.run_cell("tiny-t1-synthetic-lv", None, str(tmp_path / "r"), str(work), device="cpu")
+    out = tmp_path / "curves.png"
+    result = CliRunner().invoke(cli, ["cells", "plot", "tiny-t1-synthetic-lv", "--work",
+                                      str(work), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    missing = CliRunner().invoke(cli, ["cells", "plot", "tiny-t1-synthetic-sa", "--work",
+                                       str(work), "--out", str(tmp_path / "x.png")])
+    assert missing.exit_code == 2 and "no history" in missing.output
+    assert not (tmp_path / "x.png").exists()
+    (work / "tiny-t1-synthetic-lv" / "history.jsonl").write_text("{not json\n")
+    bad = CliRunner().invoke(cli, ["cells", "plot", "tiny-t1-synthetic-lv", "--work",
+                                   str(work), "--out", str(tmp_path / "y.png")])
+    assert bad.exit_code == 2 and "not JSON lines" in bad.output
+
+
 def test_a_malformed_record_is_named_in_one_line(tmp_path):
     folder = tmp_path / "cells"
     folder.mkdir()
