@@ -82,7 +82,7 @@ def optimizer_step(optimizer, step):
 # --------------------------------------------------------------- primitives
 def read_torch(path):
     """A torch checkpoint as plain tensors and containers, on the CPU (never unpickles code);
-    for :func:`minimal_attn.checkpoints.load_guarded`."""
+    for :func:`minimal_attn.experiments.checkpoints.load_guarded`."""
     return torch.load(path, map_location="cpu", weights_only=True)
 
 

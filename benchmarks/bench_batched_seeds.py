@@ -29,11 +29,11 @@ import torch
 
 from minimal_attn import PARADIGMS
 from minimal_attn.backends import torch_backend as tb
-from minimal_attn.backends.fcam_cost import bound_report
-from minimal_attn.backends.torch_batched_train import train_seeds_batched
-from minimal_attn.backends.torch_models import classifier_config, focus_config, scaled
-from minimal_attn.backends.torch_train import TrainConfig, train_run
-from minimal_attn.datasets import load_mosaic_splits
+from minimal_attn.backends.vr.batched_train import train_seeds_batched
+from minimal_attn.backends.vr.cost import bound_report
+from minimal_attn.backends.vr.models import classifier_config, focus_config, scaled
+from minimal_attn.backends.vr.train import TrainConfig, train_run
+from minimal_attn.datasets.splits import load_mosaic_splits
 from minimal_attn.errors import InputError
 
 

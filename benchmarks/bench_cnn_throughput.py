@@ -2,7 +2,7 @@
 
 One training step = forward of focus and classifier on a batch of mosaics,
 the paradigm's loss, backward, and an SGD-with-momentum update, with the
-CIFAR-10 networks of Appendix A.2 (``minimal_attn.backends.torch_models``).
+CIFAR-10 networks of Appendix A.2 (``minimal_attn.backends.vr.models``).
 
 * **batched**: :class:`FCAM` reshapes the B*m segments to (B*m, 3, 32, 32)
   and runs each network on chunks of ``--chunk`` images (default: the
@@ -31,7 +31,7 @@ import time
 import torch
 
 from minimal_attn.backends import torch_backend as tb
-from minimal_attn.backends.torch_models import CPU_CHUNK, build_fcam
+from minimal_attn.backends.vr.models import CPU_CHUNK, build_fcam
 from minimal_attn.errors import InputError
 from minimal_attn.losses import LOSS_PARADIGMS
 

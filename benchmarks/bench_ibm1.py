@@ -38,8 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from minimal_attn.datasets.text import Vocab, read_parallel, whitespace_tokens  # noqa: E402
 from minimal_attn.ibm1 import train_ibm1  # noqa: E402
-from minimal_attn.text_data import Vocab, read_parallel, whitespace_tokens  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "multi30k"
 

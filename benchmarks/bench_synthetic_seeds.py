@@ -1,6 +1,6 @@
 """Benchmark: S seeds of a synthetic task as one seed-batched model vs S sequential runs.
 
-Both sides run the same code (:func:`minimal_attn.backends.torch_synthetic_train.train_runs`,
+Both sides run the same code (:func:`minimal_attn.backends.snell.synthetic_train.train_runs`,
 the sequential side with one run at a time), the same task, width, batch and
 number of Adam steps, one evaluation at the end; the batched run's parameters
 must equal the sequential ones (printed as the largest difference). Prints the
@@ -46,7 +46,7 @@ def main(argv=None):
 
     import torch
 
-    from minimal_attn.backends.torch_synthetic_train import Run, SyntheticConfig, train_runs
+    from minimal_attn.backends.snell.synthetic_train import Run, SyntheticConfig, train_runs
 
     if args.device == "cuda" and not torch.cuda.is_available():
         print("error: --device cuda but no CUDA GPU is visible", file=sys.stderr)

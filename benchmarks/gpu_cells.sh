@@ -60,7 +60,7 @@ fi
 plan() {
   $PY - "$CARD" "${CELLS[@]}" <<'PYEOF'
 import sys
-from minimal_attn import cells
+from minimal_attn.experiments import cells
 card, names = sys.argv[1], sys.argv[2:]
 table = cells.all_cells()
 names = names or [n for n, c in table.items() if c.scale == "paper"]

@@ -4,8 +4,8 @@ import os
 
 import click
 
-from .options import echo_line, on_interrupt, resume_note
-from .seq_options import CTX, ProgressBars, data_and_model_options, infer_task
+from minimal_attn.cli.options import echo_line, on_interrupt, resume_note
+from minimal_attn.cli.seq_options import CTX, ProgressBars, data_and_model_options, infer_task
 
 
 @click.command(context_settings=CTX)
@@ -38,7 +38,7 @@ def agreement(task, dataset, data_dir, out, steps, hidden, emb, out_hidden, batc
       attn-dyn agreement --dataset multi30k --data-dir DIR --out runs/m30k \\
           --steps 2000 --hidden 128 --max-train 5000 --device cuda
     """
-    from minimal_attn.backends.torch_agreement import AgreementConfig, run_agreement
+    from minimal_attn.backends.snell.agreement import AgreementConfig, run_agreement
 
     config = AgreementConfig(task=infer_task(task, dataset), dataset=dataset, data_dir=data_dir,
                              steps=steps, hidden=hidden, emb=emb, out_hidden=out_hidden,

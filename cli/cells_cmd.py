@@ -1,9 +1,9 @@
 r"""``attn-dyn cells``: paper-size experiments cut into cells, and the results store.
 
 Lists the cells with their expected time per card, runs cells into
-``results/cells/<name>.json`` (:func:`minimal_attn.cells.run_cell`) and
+``results/cells/<name>.json`` (:func:`minimal_attn.experiments.cells.run_cell`) and
 regenerates ``results/README.md`` and the README's results block from the
-records (:func:`minimal_attn.results_store.write_report`).
+records (:func:`minimal_attn.experiments.results_store.write_report`).
 """
 
 import json
@@ -11,8 +11,8 @@ import sys
 
 import click
 
-from minimal_attn import cells as lib
-from minimal_attn.results_store import write_report
+from minimal_attn.experiments import cells as lib
+from minimal_attn.experiments.results_store import write_report
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 

@@ -6,7 +6,7 @@ import click
 
 from minimal_attn.cli.options import CONTEXT, config, default, parse_paradigms, progressbar
 from minimal_attn.errors import InputError
-from minimal_attn.experiments_fixed_focus import (
+from minimal_attn.experiments.fixed_focus import (
     DEFAULT_EPOCHS_LR,
     LINEAR_CLASSES,
     SETTINGS,
@@ -88,8 +88,8 @@ def fixed_focus(out, as_json, paradigms, alphas, **options):
       attn-dyn fixed-focus --paradigm sa --alphas 0.2,0.6 --epochs 50 --json
       attn-dyn fixed-focus --setting cifar10 --data-dir DIR --epochs 5 --out runs/ff10
     """
-    from minimal_attn import experiments_fixed_focus as lib
-    from minimal_attn.io import check_output_dir
+    from minimal_attn.experiments import fixed_focus as lib
+    from minimal_attn.experiments.io import check_output_dir
 
     cfg = config(FixedFocusConfig, paradigms=_paradigms(paradigms), **options,
                  alphas=[a for a in alphas.split(",") if a.strip()])
@@ -97,7 +97,7 @@ def fixed_focus(out, as_json, paradigms, alphas, **options):
     if cfg.setting != "linear-orthogonal":
         lib.resolve(cfg)                 # refuse bad options before importing torch
         try:
-            from minimal_attn.backends.torch_fixed_focus import run_fixed_focus as run
+            from minimal_attn.backends.vr.fixed_focus import run_fixed_focus as run
         except ImportError as exc:
             raise InputError(f"--setting {cfg.setting} needs torch ({exc}); install it with "
                              "pip install torch==2.13.0, or use --setting "

@@ -3,8 +3,8 @@ r"""``attn-dyn train-text``: the HateXplain text FCAM with SA, HA, LV and the hy
 Vashisht & Ramaswamy (2023), Section 5, Appendix A.3 and Table 1 (rows
 HateXplain-1 and -2). ``attn-dyn train --dataset hatexplain ...`` is routed
 here by the group (cli/main.py). Parses options into a
-:class:`~minimal_attn.backends.text_fcam_train.HateXplainConfig`, calls
-:func:`~minimal_attn.backends.text_fcam_train.run_hatexplain` and prints.
+:class:`~minimal_attn.backends.vr.text_train.HateXplainConfig`, calls
+:func:`~minimal_attn.backends.vr.text_train.run_hatexplain` and prints.
 torch is imported only when the command runs.
 """
 
@@ -85,7 +85,7 @@ def train_text(backend, dataset, data_dir, embedding, paradigm, epochs, seeds, o
     """
     paradigms = parse_paradigms(paradigm)
     try:
-        from minimal_attn.backends.text_fcam_train import (
+        from minimal_attn.backends.vr.text_train import (
             HateXplainConfig,
             TextTrainConfig,
             run_hatexplain,
@@ -93,7 +93,7 @@ def train_text(backend, dataset, data_dir, embedding, paradigm, epochs, seeds, o
     except ImportError as exc:
         raise InputError(f"train-text needs torch ({exc}); install it (pip install torch)") \
             from None
-    from minimal_attn.hatexplain_report import summary_markdown
+    from minimal_attn.experiments.hatexplain_report import summary_markdown
 
     config = HateXplainConfig(
         train=TextTrainConfig(embedding=embedding, epochs=epochs, hybrid_lr=hybrid_lr,

@@ -12,7 +12,7 @@ from minimal_attn.cli.options import (
     parse_paradigms,
     progressbar,
 )
-from minimal_attn.experiments_ode import FIGURE4_SETTINGS, OdeConfig
+from minimal_attn.experiments.ode import FIGURE4_SETTINGS, OdeConfig
 from minimal_attn.losses import LOSS_PARADIGMS
 
 
@@ -64,8 +64,8 @@ def ode(paradigm, m, n_classes, t_max, alpha, simulate, lr, t_eval, out, as_json
       attn-dyn ode --m 5 --classes 3 --simulate   # check ODE against GD
       attn-dyn ode --alpha 0.4 --m 20 --classes 20 --json --t-eval 10,100
     """
-    from minimal_attn import experiments_ode as lib
-    from minimal_attn.io import check_output_dir
+    from minimal_attn.experiments import ode as lib
+    from minimal_attn.experiments.io import check_output_dir
 
     cfg = config(OdeConfig, paradigms=parse_paradigms(paradigm, LOSS_PARADIGMS), m=m,
                  n_classes=n_classes, t_max=t_max, alpha=alpha, simulate=simulate, lr=lr,

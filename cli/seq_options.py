@@ -4,7 +4,7 @@ import sys
 
 import click
 
-from minimal_attn.seq_data import DATASETS
+from minimal_attn.datasets.seq import DATASETS
 
 CTX = {"help_option_names": ["-h", "--help"]}
 

@@ -4,8 +4,8 @@ import os
 
 import click
 
-from .options import echo_line, on_interrupt, resume_note
-from .seq_options import CTX, ProgressBars, data_and_model_options, infer_task
+from minimal_attn.cli.options import echo_line, on_interrupt, resume_note
+from minimal_attn.cli.seq_options import CTX, ProgressBars, data_and_model_options, infer_task
 
 
 @click.command(context_settings=CTX)
@@ -30,7 +30,7 @@ def train_seq(task, dataset, data_dir, out, steps, hidden, emb, out_hidden, batc
       attn-dyn train-seq --dataset sst2 --data-dir DIR --attention uniform \\
           --out runs/sst2_uniform --steps 1000 --hidden 64
     """
-    from minimal_attn.backends.torch_agreement import AgreementConfig, train_one
+    from minimal_attn.backends.snell.agreement import AgreementConfig, train_one
 
     config = AgreementConfig(task=infer_task(task, dataset), dataset=dataset, data_dir=data_dir,
                              steps=steps, hidden=hidden, emb=emb, out_hidden=out_hidden,

@@ -1,7 +1,7 @@
 r"""``attn-dyn sweep``: a grid of Table 1 cells, in this process, on Ray or on Slurm.
 
 Parses the grid and the engine's options and calls
-:func:`minimal_attn.sweep.run_sweep`; docs/sweeps.md has the details.
+:func:`minimal_attn.experiments.sweep.run_sweep`; docs/sweeps.md has the details.
 """
 
 import sys
@@ -10,9 +10,9 @@ import click
 
 from minimal_attn.cli.options import on_interrupt
 from minimal_attn.errors import InputError
-from minimal_attn.sweep import run_sweep, stored_grid
-from minimal_attn.sweep_engines import ENGINES
-from minimal_attn.sweep_grid import expand, parse_tokens, read_grid_file
+from minimal_attn.experiments.sweep import run_sweep, stored_grid
+from minimal_attn.experiments.sweep_engines import ENGINES
+from minimal_attn.experiments.sweep_grid import expand, parse_tokens, read_grid_file
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

@@ -1,14 +1,14 @@
 r"""``attn-dyn synthetic``: Snell et al. (2021) synthetic tasks, many seeds as one batched model.
 
 Secs. 3.3, 5.2, 6.1, 6.2 and App. A.3; see
-:mod:`minimal_attn.backends.torch_synthetic_experiments`. torch is imported
+:mod:`minimal_attn.backends.snell.synthetic_experiments`. torch is imported
 only when the command runs.
 """
 
 import click
 
 # the presets live in the library; that module imports torch only inside functions
-from minimal_attn.backends.torch_synthetic_train import SYNTHETIC_SIZES
+from minimal_attn.backends.snell.synthetic_train import SYNTHETIC_SIZES
 from minimal_attn.cli.options import echo_line, on_interrupt, resume_note
 
 TASK_NAMES = ("copy", "copy-control", "copy-mixture", "multihead", "keyword", "permute")
@@ -93,8 +93,8 @@ def synthetic(task, seeds, steps, hidden, embed, batch_size, lr, eval_every, n_t
     """
     import torch
 
-    from minimal_attn.backends.torch_synthetic_experiments import check_synthetic, run_synthetic
-    from minimal_attn.backends.torch_synthetic_train import SyntheticConfig
+    from minimal_attn.backends.snell.synthetic_experiments import check_synthetic, run_synthetic
+    from minimal_attn.backends.snell.synthetic_train import SyntheticConfig
 
     size = dict(PAPER_SIZE if paper_size else CPU_SIZE)
     given = {"seeds": seeds, "steps": steps, "hidden": hidden, "embed": embed,

@@ -2,7 +2,7 @@
 
 Snell et al. (2021), Sections 2.3 and 4: IBM Model 1 (EM of Brown et al.,
 1993) and the bag-of-words proxy model, compared with the agreement of Eq. (10).
-The work is done by :mod:`minimal_attn.experiments_text`.
+The work is done by :mod:`minimal_attn.experiments.text`.
 """
 
 import json
@@ -10,7 +10,7 @@ import json
 import click
 
 from minimal_attn.cli.options import CONTEXT, config, default, progressbar
-from minimal_attn.experiments_text import TOKENIZERS, Ibm1Config, ProxyExperiment
+from minimal_attn.experiments.text import TOKENIZERS, Ibm1Config, ProxyExperiment
 from minimal_attn.proxy import ProxyConfig
 
 
@@ -44,8 +44,8 @@ def ibm1(src, tgt, iterations, no_null, out, as_json):
       attn-dyn ibm1 --src train.en --tgt train.de --iterations 5 --out t.tsv
       attn-dyn ibm1 --src a.txt --tgt b.txt -k 10 --no-null --json
     """
-    from minimal_attn import experiments_text as lib
-    from minimal_attn.io import check_output_file, write_text
+    from minimal_attn.experiments import text as lib
+    from minimal_attn.experiments.io import check_output_file, write_text
 
     cfg = Ibm1Config(iterations=iterations, null=not no_null)
     if out is not None:
@@ -116,9 +116,9 @@ def proxy(src, tgt, val_src, val_tgt, out, as_json, d, epochs, batch_size, lr, s
       attn-dyn proxy --src train.de --tgt train.en --max-pairs 5000 --epochs 3
       attn-dyn proxy --src train.de --tgt train.en --val-src val.de --val-tgt val.en --json
     """
-    from minimal_attn import experiments_text as lib
     from minimal_attn.errors import InputError
-    from minimal_attn.io import check_output_file, write_json
+    from minimal_attn.experiments import text as lib
+    from minimal_attn.experiments.io import check_output_file, write_json
 
     model = ProxyConfig(d=d, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
     cfg = config(ProxyExperiment, model=model, **options)

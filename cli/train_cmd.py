@@ -1,8 +1,8 @@
 r"""``attn-dyn train``: train FCAMs with SA, HA, LV and the hybrid; accuracy, SAIF, heat maps.
 
 Vashisht & Ramaswamy (2023), Section 2.4, Table 1 and Figure 1. Parses the
-options into an :class:`~minimal_attn.backends.fcam_experiment.ExperimentConfig`,
-calls :func:`~minimal_attn.backends.fcam_experiment.run_experiment` and prints.
+options into an :class:`~minimal_attn.backends.vr.table1.ExperimentConfig`,
+calls :func:`~minimal_attn.backends.vr.table1.run_experiment` and prints.
 torch is imported only for ``--backend torch``.
 """
 
@@ -10,7 +10,7 @@ torch is imported only for ``--backend torch``.
 import click
 from click.core import ParameterSource
 
-from minimal_attn.backends.fcam_experiment import (
+from minimal_attn.backends.vr.table1 import (
     PROTOCOL_FIELDS,
     PROTOCOLS,
     ExperimentConfig,
@@ -28,7 +28,7 @@ from minimal_attn.cli.options import (
     parse_switch,
     unused_warnings,
 )
-from minimal_attn.train_report import summary_markdown
+from minimal_attn.experiments.train_report import summary_markdown
 
 D = ExperimentConfig()          # the defaults live in the dataclass, not here
 DATASETS = ("synthetic", "linear-orthogonal", "cifar10", "cifar100")

@@ -68,8 +68,8 @@ from pathlib import Path
 import torch
 from _shared_data import shared_data
 
-from minimal_attn.backends.text_fcam_train import HateXplainConfig, TextTrainConfig, run_hatexplain
-from minimal_attn.hatexplain_report import PAPER_ROWS, summary_markdown
+from minimal_attn.backends.vr.text_train import HateXplainConfig, TextTrainConfig, run_hatexplain
+from minimal_attn.experiments.hatexplain_report import PAPER_ROWS, summary_markdown
 
 EPOCHS = int(os.environ.get("HX_EPOCHS", 25))
 SEEDS = int(os.environ.get("HX_SEEDS", 1))

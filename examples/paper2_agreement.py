@@ -58,8 +58,8 @@ from pathlib import Path
 
 import torch
 
-from minimal_attn.agreement_table import COLUMNS, PAPER_TABLE2
-from minimal_attn.backends.torch_agreement import AgreementConfig, run_agreement
+from minimal_attn.backends.snell.agreement import AgreementConfig, run_agreement
+from minimal_attn.experiments.agreement_table import COLUMNS, PAPER_TABLE2
 
 torch.set_num_threads(1)
 HERE = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()

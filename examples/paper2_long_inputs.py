@@ -32,8 +32,8 @@ import torch
 from _shared_data import shared_data
 
 from minimal_attn import agreement, proxy
-from minimal_attn.backends.torch_seq_train import SeqTrainConfig, load_run, train_seq
-from minimal_attn.seq_data import load_text_task
+from minimal_attn.backends.snell.train import SeqTrainConfig, load_run, train_seq
+from minimal_attn.datasets.seq import load_text_task
 
 torch.set_num_threads(1)
 OUT = Path(os.environ.get("ATTN_DYN_OUT", Path(tempfile.gettempdir()) / "attn_dyn_long"))

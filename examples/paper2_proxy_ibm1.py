@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from minimal_attn import agreement, ibm1, proxy
-from minimal_attn.text_data import Vocab, labels_as_targets, read_multi30k, read_sst2
+from minimal_attn.datasets.text import Vocab, labels_as_targets, read_multi30k, read_sst2
 
 try:
     HERE = Path(__file__).resolve().parents[1]

@@ -42,8 +42,8 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from minimal_attn.backends.torch_synthetic_experiments import run_synthetic
-from minimal_attn.backends.torch_synthetic_train import SyntheticConfig
+from minimal_attn.backends.snell.synthetic_experiments import run_synthetic
+from minimal_attn.backends.snell.synthetic_train import SyntheticConfig
 
 torch.set_num_threads(1)
 SEEDS = int(os.environ.get("SYNTH_SEEDS", 4))

@@ -67,9 +67,10 @@ import numpy as np
 import torch
 from _shared_data import shared_data
 
-from minimal_attn import PARADIGMS, cifar, mosaics
-from minimal_attn.backends.torch_train import TrainConfig, train_run
-from minimal_attn.train_report import PAPER_TABLE1
+from minimal_attn import PARADIGMS
+from minimal_attn.backends.vr.train import TrainConfig, train_run
+from minimal_attn.datasets import cifar, mosaics
+from minimal_attn.experiments.train_report import PAPER_TABLE1
 
 SIZES = {5: (2000, 1000), 20: (500, 500)}      # m -> (training mosaics, test mosaics)
 EPOCHS, BATCH, SEED = 6, 25, 0
@@ -116,9 +117,10 @@ for m, (n_train, n_test) in SIZES.items():
 # %% [markdown]
 # ## Our table beside the paper's
 #
-# The paper's columns are its Table 1 (test set, %; `minimal_attn.train_report.PAPER_TABLE1`,
-# from `../shared/papers/README.md`): 10k training mosaics, 12 seeds, full
-# training. Ours are one seed at about 1% of that compute.
+# The paper's columns are its Table 1 (test set, %;
+# `minimal_attn.experiments.train_report.PAPER_TABLE1`, from
+# `../shared/papers/README.md`): 10k training mosaics, 12 seeds, full training. Ours
+# are one seed at about 1% of that compute.
 
 # %%
 print(f"\nCIFAR-10 subset, {EPOCHS} epochs, batch {BATCH}, seed {SEED}, device "

@@ -56,12 +56,12 @@ import numpy as np
 from _shared_data import shared_data
 
 from minimal_attn import PARADIGMS
-from minimal_attn.backends.fcam_experiment import (
+from minimal_attn.backends.vr.table1 import (
     ExperimentConfig,
     apply_protocol,
     run_experiment,
 )
-from minimal_attn.train_report import PAPER_TABLE1
+from minimal_attn.experiments.train_report import PAPER_TABLE1
 
 REDUCED = os.environ.get("TABLE1_CPU", "") == "reduced"
 M, SEEDS, WIDTH = 5, 5, 1.0
@@ -216,7 +216,7 @@ import matplotlib  # noqa: E402
 matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402
 
-from minimal_attn.io import save_figure  # noqa: E402
+from minimal_attn.experiments.io import save_figure  # noqa: E402
 
 fig = Figure(figsize=(7, 4.2))
 ax = fig.add_subplot()

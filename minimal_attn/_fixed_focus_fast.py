@@ -24,8 +24,8 @@ array-API equivalent); use the reference model for other namespaces.
 
 import numpy as np
 
-from . import fcam, losses
-from .errors import check_int_at_least, check_paradigm
+from minimal_attn import fcam, losses
+from minimal_attn.errors import check_int_at_least, check_paradigm
 
 
 def _frozen(array):

@@ -20,8 +20,8 @@ import itertools
 
 import numpy as np
 
-from ._xp import bincount, get_xp
-from .errors import InputError
+from minimal_attn._xp import bincount, get_xp
+from minimal_attn.errors import InputError
 
 
 def _flatten(seqs, n_vocab, side):

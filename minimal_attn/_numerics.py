@@ -7,7 +7,7 @@ probability is next to 1 (``log1p`` of the rest rather than ``log`` of a sum
 that rounds to 1). Any array-API namespace (:mod:`minimal_attn._xp`).
 """
 
-from ._xp import get_xp
+from minimal_attn._xp import get_xp
 
 
 def _max_and_log1p_rest(z, axis):

@@ -29,8 +29,8 @@ import math
 import numpy as np
 from scipy import stats
 
-from ._xp import get_xp, to_numpy
-from .errors import InputError
+from minimal_attn._xp import get_xp, to_numpy
+from minimal_attn.errors import InputError
 
 
 def top_k(L, percent=5.0):

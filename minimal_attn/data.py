@@ -20,7 +20,7 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from .errors import check_int_at_least
+from minimal_attn.errors import check_int_at_least
 
 
 class Mosaics(NamedTuple):

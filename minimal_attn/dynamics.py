@@ -16,11 +16,11 @@ which are exact on that set (``||S - s_bar||_F^2 = C - 1``, ``s_bar . sum(s) = 1
 
 import numpy as np
 
-from . import fcam, ode
-from ._xp import get_xp, like, namespace
-from .data import exact_population, fixed_log_attention
-from .errors import check_alpha, check_int_at_least, check_paradigm, check_positive
-from .losses import LOSS_PARADIGMS
+from minimal_attn import fcam, ode
+from minimal_attn._xp import get_xp, like, namespace
+from minimal_attn.data import exact_population, fixed_log_attention
+from minimal_attn.errors import check_alpha, check_int_at_least, check_paradigm, check_positive
+from minimal_attn.losses import LOSS_PARADIGMS
 
 
 def read_mu_nu(params, S):

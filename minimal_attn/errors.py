@@ -9,7 +9,7 @@ import math
 import numbers
 import os
 
-from . import PARADIGMS
+from minimal_attn import PARADIGMS
 
 #: Aliases accepted at the CLI edge only; the library speaks the canonical names.
 PARADIGM_ALIASES = {"soft": "sa", "hard": "ha", "lvml": "lv"}

@@ -18,9 +18,9 @@ ignored and its gradient is zero.
 
 import numpy as np
 
-from . import losses
-from ._xp import get_xp, like
-from .errors import check_paradigm
+from minimal_attn import losses
+from minimal_attn._xp import get_xp, like
+from minimal_attn.errors import check_paradigm
 
 
 def init_params(d, n_classes, scale=0.0, seed=None, xp=np):

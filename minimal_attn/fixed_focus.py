@@ -22,7 +22,7 @@ classifier ``g`` and watch
 
 :class:`ReferenceFixedFocusModel` (Section 3.1 written out, one alpha at a
 time), its exact fast twin :class:`LinearFixedFocusModel` (from the private
-``_fixed_focus_fast``) and ``minimal_attn.backends.torch_fixed_focus.CNNFixedFocusModel``
+``_fixed_focus_fast``) and ``minimal_attn.backends.vr.fixed_focus.CNNFixedFocusModel``
 (CIFAR) implement it.
 In the linear orthogonal setting Theorem 1 gives :math:`\mu(t)` in closed form
 and :func:`closed_form_curves` turns it into exact loss and incentive curves.
@@ -30,12 +30,12 @@ and :func:`closed_form_curves` turns it into exact loss and incentive curves.
 
 import numpy as np
 
-from . import fcam, losses, ode
-from ._fixed_focus_fast import LinearFixedFocusModel  # noqa: F401 (public, fast twin)
-from ._xp import get_xp, like, to_numpy
-from .data import fixed_log_attention
-from .errors import check_alpha, check_int_at_least, check_paradigm, check_positive
-from .losses import LOSS_PARADIGMS
+from minimal_attn import fcam, losses, ode
+from minimal_attn._fixed_focus_fast import LinearFixedFocusModel  # noqa: F401 (public, fast twin)
+from minimal_attn._xp import get_xp, like, to_numpy
+from minimal_attn.data import fixed_log_attention
+from minimal_attn.errors import check_alpha, check_int_at_least, check_paradigm, check_positive
+from minimal_attn.losses import LOSS_PARADIGMS
 
 
 # ------------------------------------------------------------ the losses of Section 3.1

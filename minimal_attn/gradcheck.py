@@ -8,7 +8,7 @@ whatever the number of parameters.
 
 import numpy as np
 
-from ._xp import get_xp
+from minimal_attn._xp import get_xp
 
 
 def directional_check(loss_fn, grads, params, eps=1e-6, seed=0):

@@ -7,7 +7,7 @@ table sums to 1 over targets, ``table[i, o] = t(o | i)``. The source predicts
 the target. With the NULL source word (Brown et al., 1993) the table gets one
 extra row, ``i = |I|`` (:attr:`IBM1Model.null_id`), and NULL sits in front of
 every source sentence. Sentences are integer arrays (ids from
-:class:`minimal_attn.text_data.Vocab`).
+:class:`minimal_attn.datasets.text.Vocab`).
 
 This file holds the definitions: Snell Eq. (16) :func:`count_table`, Snell Eq. (17)
 :func:`trans_from_counts`, Snell Eq. (18) :func:`beta_ibm`, Snell Eq. (19)
@@ -29,9 +29,9 @@ import dataclasses
 
 import numpy as np
 
-from ._ibm1_sparse import _flatten, build_links, e_step, log_likelihood, m_step
-from ._xp import get_xp, like, namespace, to_numpy
-from .errors import check_int_at_least
+from minimal_attn._ibm1_sparse import _flatten, build_links, e_step, log_likelihood, m_step
+from minimal_attn._xp import get_xp, like, namespace, to_numpy
+from minimal_attn.errors import check_int_at_least
 
 NULL_WORD = "<NULL>"
 

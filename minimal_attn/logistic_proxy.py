@@ -20,7 +20,7 @@ Objective (mean over examples): :math:`\frac1N \sum_n -\log p_n[y_n] +
 import numpy as np
 from scipy import optimize, sparse
 
-from .errors import InputError
+from minimal_attn.errors import InputError
 
 LAMBDAS = tuple(10.0 ** k for k in range(-7, 3))   # ten orders of magnitude
 

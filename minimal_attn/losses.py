@@ -29,10 +29,10 @@ array-api-strict; :mod:`minimal_attn._xp`). The ``hybrid`` paradigm is a
 schedule, not a loss: SA until a switch point, then HA (:func:`phase`).
 """
 
-from . import PARADIGMS
-from ._numerics import batch_weights, log_softmax, logsumexp, softmax  # noqa: F401 (API)
-from ._xp import get_xp, like
-from .errors import check_paradigm
+from minimal_attn import PARADIGMS
+from minimal_attn._numerics import batch_weights, log_softmax, logsumexp, softmax  # noqa: F401 (API)
+from minimal_attn._xp import get_xp, like
+from minimal_attn.errors import check_paradigm
 
 #: The paradigms that are losses (hybrid is a schedule of two of them).
 LOSS_PARADIGMS = PARADIGMS[:3]

@@ -57,7 +57,7 @@ TABLE = (
     Symbol("V&R", "Z(t) = alpha beta + (1 - alpha)/C", "Z", "ode", "Theorems 1-2"),
     Symbol("V&R", "s_k (foreground vectors)", "S (C, d)", "data.Mosaics", "Assumptions 1-3"),
     # ------------------------------------------------ Snell, Zhong, Klein & Steinhardt (2021)
-    Symbol("Snell", "x_l, y_t, L, T", "x, y (id arrays)", "text_data; ibm1; proxy", "Sec. 2"),
+    Symbol("Snell", "x_l, y_t, L, T", "x, y (id arrays)", "datasets.text; ibm1; proxy", "Sec. 2"),
     Symbol("Snell", "alpha_{t,l} (attention)", "u / v rows (T, L)", "agreement", "Snell Eq. (1)"),
     Symbol("Snell", "beta_{t,l} (probe)", "beta rows (T, L)", "agreement", "Snell Eq. (4)"),
     Symbol("Snell", "p_t = sigma(1/L sum_l W e_{x_l})", "logp", "proxy.loss_and_grads",

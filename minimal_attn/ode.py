@@ -52,8 +52,8 @@ import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.special import expit
 
-from .errors import check_alpha, check_int_at_least, check_paradigm, check_positive
-from .losses import LOSS_PARADIGMS
+from minimal_attn.errors import check_alpha, check_int_at_least, check_paradigm, check_positive
+from minimal_attn.losses import LOSS_PARADIGMS
 
 
 def beta_of(mu, n_classes):

@@ -31,10 +31,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._xp import get_xp, like, scatter_add_rows
-from .errors import InputError, check_int_at_least, check_positive
-from .ibm1 import count_table
-from .losses import log_softmax
+from minimal_attn._xp import get_xp, like, scatter_add_rows
+from minimal_attn.errors import InputError, check_int_at_least, check_positive
+from minimal_attn.ibm1 import count_table
+from minimal_attn.losses import log_softmax
 
 
 @dataclasses.dataclass

@@ -19,9 +19,9 @@ import sys
 
 import numpy as np
 
-from ._xp import to_numpy
-from .errors import InputError
-from .io import save_figure
+from minimal_attn._xp import to_numpy
+from minimal_attn.errors import InputError
+from minimal_attn.experiments.io import save_figure
 
 COUNT_KEYS = ("ftpt", "ftpf", "ffpt", "ffpf")   # focus true/false x prediction true/false
 _TOL = 1e-6                                      # float32 softmax can overshoot 1 slightly

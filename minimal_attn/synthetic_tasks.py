@@ -17,8 +17,8 @@ other seeds are trained beside it.
 
 import numpy as np
 
-from .errors import InputError
-from .ibm1 import beta_ibm, count_table, trans_from_counts
+from minimal_attn.errors import InputError
+from minimal_attn.ibm1 import beta_ibm, count_table, trans_from_counts
 
 #: Section 3.3 / 6.2: 40 positions, vocabularies of 40 and 60 types.
 LENGTH = 40

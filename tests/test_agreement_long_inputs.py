@@ -19,8 +19,8 @@ import pytest
 pytest.importorskip("torch")
 
 from minimal_attn import agreement  # noqa: E402
-from minimal_attn.backends.torch_agreement import AgreementConfig, run_agreement  # noqa: E402
-from minimal_attn.backends.torch_seq_train import load_rows, load_run  # noqa: E402
+from minimal_attn.backends.snell.agreement import AgreementConfig, run_agreement  # noqa: E402
+from minimal_attn.backends.snell.train import load_rows, load_run  # noqa: E402
 
 FILLERS = [f"w{i}" for i in range(20)]
 
@@ -73,8 +73,8 @@ def test_beta_uf_and_beta_px_meet_on_the_keyword(tmp_path, torch_one_thread, len
 
 def test_cached_proxy_is_refitted_when_the_ids_change():
     """proxy.npz is reused only for the same token ids, not merely the same sizes."""
-    from minimal_attn.backends.torch_agreement import proxy_key
-    from minimal_attn.seq_data import TextTask
+    from minimal_attn.backends.snell.agreement import proxy_key
+    from minimal_attn.datasets.seq import TextTask
 
     def task(first):
         src = [np.array([first, 4, 5]), np.array([4, 5, 6])]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from minimal_attn import agreement_table as at
+from minimal_attn.experiments import agreement_table as at
 
 
 def row(*v):

@@ -12,24 +12,24 @@ import pytest
 from click.testing import CliRunner
 
 from minimal_attn.cli.main import cli
-from minimal_attn.datasets import load_mosaic_splits
+from minimal_attn.datasets.splits import load_mosaic_splits
 from minimal_attn.errors import InputError
-from minimal_attn.experiment_config import ExperimentConfig, apply_protocol, check_config
-from minimal_attn.train_loop import TrainConfig, affecting, run_epochs
+from minimal_attn.experiments.config import ExperimentConfig, apply_protocol, check_config
+from minimal_attn.experiments.train_loop import TrainConfig, affecting, run_epochs
 
 torch = pytest.importorskip("torch")
 from minimal_attn.backends import torch_backend as tb  # noqa: E402
-from minimal_attn.backends.fcam_batched import train_seeds  # noqa: E402
-from minimal_attn.backends.torch_batched import stacked_parameters, unstack  # noqa: E402
-from minimal_attn.backends.torch_batched_train import BatchedSeeds  # noqa: E402
-from minimal_attn.backends.torch_models import (  # noqa: E402
+from minimal_attn.backends.vr.batched import stacked_parameters, unstack  # noqa: E402
+from minimal_attn.backends.vr.batched_seeds import train_seeds  # noqa: E402
+from minimal_attn.backends.vr.batched_train import BatchedSeeds  # noqa: E402
+from minimal_attn.backends.vr.models import (  # noqa: E402
     ConvNet,
     build_fcam,
     classifier_config,
     focus_config,
     scaled,
 )
-from minimal_attn.backends.torch_train import train_run  # noqa: E402
+from minimal_attn.backends.vr.train import train_run  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 SEEDS = [0, 1, 2]
@@ -122,7 +122,7 @@ def test_stacked_adam_update_is_torchs_bit_for_bit(dtype):
     """Given the same gradients, StackedAdam's seed slices equal torch.optim.Adam exactly,
     with one lr per seed, in float64 and float32 (its per-seed factors are rounded to the
     parameters' dtype as torch rounds its Python-float scalars)."""
-    from minimal_attn.backends.stacked_optimizers import StackedAdam
+    from minimal_attn.backends.vr.stacked_optimizers import StackedAdam
 
     gen = torch.Generator().manual_seed(0)
     shapes, lrs = [(4, 3), (5,)], [1e-3, 5e-4, 3e-2]
@@ -235,7 +235,9 @@ def test_checkpoints_of_default_recipe_keep_their_settings_key():
 def float64(monkeypatch):
     """Both trainers (separate and batched) build float64 models and keep float64 images,
     so the comparison is not blurred by float32 rounding (which Adam amplifies)."""
-    from minimal_attn.backends import image_store, torch_models, torch_train
+    from minimal_attn.backends.vr import image_store
+    from minimal_attn.backends.vr import models as torch_models
+    from minimal_attn.backends.vr import train as torch_train
 
     class Store64(image_store.ImageStore):
         def __init__(self, X, device, z=None):

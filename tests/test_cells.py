@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from minimal_attn import cells, results_store
 from minimal_attn.cli.main import cli
 from minimal_attn.errors import InputError
+from minimal_attn.experiments import cells, results_store
 
 ROOT = Path(__file__).resolve().parent.parent
 

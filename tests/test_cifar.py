@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minimal_attn.cifar import CifarSplits, load_cifar10, load_cifar100
+from minimal_attn.datasets.cifar import CifarSplits, load_cifar10, load_cifar100
 from minimal_attn.errors import InputError
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -121,7 +121,7 @@ def test_missing_cifar_folder_is_one_line(tmp_path):
 
 
 def test_cifar10_runs_through_the_torch_model(shared_data, tmp_path):
-    pytest.importorskip("minimal_attn.backends.torch_fixed_focus")    # needs torch too
+    pytest.importorskip("minimal_attn.backends.vr.fixed_focus")    # needs torch too
     r = run("fixed-focus", "--setting", "cifar10", "--data-dir", str(shared_data / "cifar10"),
             "--n-train", "12", "--m", "3", "--epochs", "1", "--alphas", "0.3,0.9",
             "--json", "--out", str(tmp_path))
@@ -156,7 +156,7 @@ class StandInCNN:
 
 @pytest.fixture
 def stand_in(monkeypatch):
-    tff = pytest.importorskip("minimal_attn.backends.torch_fixed_focus")
+    tff = pytest.importorskip("minimal_attn.backends.vr.fixed_focus")
     monkeypatch.setattr(tff, "CNNFixedFocusModel", StandInCNN)
     StandInCNN.made.clear()
     return StandInCNN.made
@@ -183,7 +183,7 @@ def test_cifar10_wiring(shared_data, stand_in, tmp_path):
 def _fake_cifar100(root):
     """A CIFAR-100 archive with 2 images per fine class; every pixel of an image of class k
     is k, so a mosaic segment tells which class it came from."""
-    from minimal_attn.datasets import CIFAR100_FOREGROUND
+    from minimal_attn.datasets.splits import CIFAR100_FOREGROUND
 
     others = [f"thing{k:02d}" for k in range(50)]
     names = sorted(list(CIFAR100_FOREGROUND) + others)  # the paper's classes, not the first 50
@@ -202,8 +202,8 @@ def _fake_cifar100(root):
 
 def test_cifar100_foreground_is_the_papers_as_in_train(tmp_path, stand_in):
     """The first --classes of the 50 animal and people classes, whatever the archive order."""
-    from minimal_attn.datasets import CIFAR100_FOREGROUND
-    from minimal_attn.mosaics import CIFAR10_MEAN, CIFAR10_STD
+    from minimal_attn.datasets.mosaics import CIFAR10_MEAN, CIFAR10_STD
+    from minimal_attn.datasets.splits import CIFAR100_FOREGROUND
 
     names = _fake_cifar100(tmp_path)
     r = run("fixed-focus", "--setting", "cifar100", "--data-dir", str(tmp_path),
@@ -249,7 +249,7 @@ def test_divergence_and_size_are_refused_with_the_fix(tmp_path):
 
 
 def test_library_call_equals_the_command():
-    from minimal_attn.experiments_fixed_focus import (
+    from minimal_attn.experiments.fixed_focus import (
         FixedFocusConfig,
         fixed_focus_json,
         run_fixed_focus,
@@ -268,7 +268,7 @@ def test_the_authors_optimizer_and_classifier_reach_the_cnn(shared_data, stand_i
             "adam", "--classifier", "lenet", "--json")
     assert r.exit_code == 0, r.output
     assert (stand_in[0]["optimizer"], stand_in[0]["classifier"]) == ("adam", "lenet")
-    from minimal_attn import experiments_fixed_focus as lib
+    from minimal_attn.experiments import fixed_focus as lib
 
     resolved = lib.resolve(lib.FixedFocusConfig(setting="cifar10", data_dir=str(tmp_path),
                                                 optimizer="adam"))
@@ -282,7 +282,7 @@ def test_adam_trains_the_lenet_classifier_under_a_fixed_focus():
     """One Adam epoch per step lowers the fixed-focus loss at alpha = 1 (the classifier
     sees the foreground alone), from about log C at the start."""
     torch = pytest.importorskip("torch")
-    from minimal_attn.backends.torch_fixed_focus import CNNFixedFocusModel
+    from minimal_attn.backends.vr.fixed_focus import CNNFixedFocusModel
 
     gen = np.random.default_rng(0)
     X = gen.normal(size=(40, 2, 3, 32, 32)).astype(np.float32)

@@ -104,7 +104,7 @@ def test_comma_list_of_paradigms():
 
 
 def test_ctrl_c_exits_130_with_one_line_and_writes_nothing(tmp_path, monkeypatch):
-    from minimal_attn import experiments_ode
+    from minimal_attn.experiments import ode as experiments_ode
 
     def interrupted(cfg, progress=None):
         raise KeyboardInterrupt
@@ -131,7 +131,7 @@ def test_every_json_key_is_in_the_help():
 
 def test_library_call_equals_the_command(tmp_path):
     """A Python user gets the CLI's numbers and files from experiments_ode."""
-    from minimal_attn.experiments_ode import OdeConfig, ode_json, run_ode, write_ode
+    from minimal_attn.experiments.ode import OdeConfig, ode_json, run_ode, write_ode
 
     cfg = OdeConfig(paradigms=("ha", "lv"), m=6, n_classes=4, t_eval=[0.5, 3.0])
     r = run("ode", "--paradigm", "ha,lv", "--m", "6", "--classes", "4", "--t-eval", "0.5,3",

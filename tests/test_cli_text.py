@@ -185,7 +185,7 @@ def test_ibm1_refuses_nul_bytes(tmp_path):
 
 
 def test_proxy_library_call_and_holdout_split(corpus):
-    from minimal_attn.experiments_text import ProxyExperiment, holdout_split, run_proxy
+    from minimal_attn.experiments.text import ProxyExperiment, holdout_split, run_proxy
     from minimal_attn.proxy import ProxyConfig
 
     train, held = holdout_split((list("abcdefghij"), list("ABCDEFGHIJ")), 0.3)

@@ -180,7 +180,7 @@ def _write_tiny_cifar100(root):
     """A tiny CIFAR-100 in the official pickle layout: 100 classes, 2 train / 1 test image each."""
     import pickle
 
-    from minimal_attn.datasets import CIFAR100_FOREGROUND
+    from minimal_attn.datasets.splits import CIFAR100_FOREGROUND
 
     folder = root / "cifar-100-python"
     folder.mkdir()
@@ -282,7 +282,7 @@ def test_n_test_beyond_the_images_is_refused(tmp_path, shared_data):
 
 
 def test_protocol_paper_fills_what_was_not_given():
-    from minimal_attn.backends.fcam_experiment import ExperimentConfig, apply_protocol
+    from minimal_attn.backends.vr.table1 import ExperimentConfig, apply_protocol
 
     c = apply_protocol(ExperimentConfig(dataset="cifar10", seeds=3), "paper", {"seeds"})
     assert (c.n_train, c.seeds, c.lr) == (10000, 3, None)

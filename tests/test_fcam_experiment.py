@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from minimal_attn.backends.fcam_experiment import ExperimentConfig, run_config, run_experiment
-from minimal_attn.train_report import PAPER_TABLE1, summary_markdown
+from minimal_attn.backends.vr.table1 import ExperimentConfig, run_config, run_experiment
+from minimal_attn.experiments.train_report import PAPER_TABLE1, summary_markdown
 
 SMALL = dict(backend="numpy", dataset="synthetic", m=3, epochs=2, n_train=40, n_test=20,
              batch_size=20)

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from minimal_attn import hatexplain
+from minimal_attn.datasets import hatexplain
 from minimal_attn.errors import InputError
 
 

@@ -5,7 +5,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 from minimal_attn.backends import torch_backend as tb  # noqa: E402
-from minimal_attn.backends.torch_text_fcam import (  # noqa: E402
+from minimal_attn.backends.vr.text_models import (  # noqa: E402
     TextFCAMConfig,
     build_text_fcam,
     positional_encoding,

@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from minimal_attn import PARADIGMS, hatexplain
+from minimal_attn import PARADIGMS
 from minimal_attn.cli.main import cli
+from minimal_attn.datasets import hatexplain
 
 torch = pytest.importorskip("torch")
-from minimal_attn.backends.text_fcam_train import (  # noqa: E402
+from minimal_attn.backends.vr.text_train import (  # noqa: E402
     HATEXPLAIN_LR,
     HYBRID_HA_LR,
     HateXplainConfig,

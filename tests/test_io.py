@@ -5,8 +5,8 @@ import stat
 
 import pytest
 
-from minimal_attn import io
 from minimal_attn.errors import InputError
+from minimal_attn.experiments import io
 
 UNWRITABLE = "/proc/attn-dyn-test"      # even root cannot create files in /proc
 needs_proc = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="no Linux /proc")

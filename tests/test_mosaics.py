@@ -8,8 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minimal_attn.data import Mosaics
-from minimal_attn.errors import InputError
-from minimal_attn.mosaics import (
+from minimal_attn.datasets.mosaics import (
     CIFAR10_FOREGROUND,
     CIFAR10_MEAN,
     CIFAR10_STD,
@@ -19,6 +18,7 @@ from minimal_attn.mosaics import (
     synthetic_image_mosaics,
     to_float_images,
 )
+from minimal_attn.errors import InputError
 
 REAL_CIFAR10 = (Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10"
                 / "cifar-10-batches-py")
@@ -200,7 +200,7 @@ def test_to_float_images_rejects_bad_input():
 @pytest.mark.skipif(not REAL_CIFAR10.is_dir(),
                     reason=f"real CIFAR-10 subset not found at {REAL_CIFAR10}")
 def test_normalised_real_images_have_zero_mean_unit_std():
-    from minimal_attn.cifar import load_cifar10
+    from minimal_attn.datasets.cifar import load_cifar10
 
     d = load_cifar10(REAL_CIFAR10)
     out = to_float_images(d.x_train[:4000])

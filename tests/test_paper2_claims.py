@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from minimal_attn.backends.torch_agreement import AgreementConfig, run_agreement  # noqa: E402
+from minimal_attn.backends.snell.agreement import AgreementConfig, run_agreement  # noqa: E402
 
 
 def test_sst2_small_row_beats_twice_the_baseline(tmp_path, shared_data, torch_one_thread):

@@ -13,11 +13,16 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from minimal_attn.checkpoints import check_format, load_guarded, read_json, write_checkpoint
 from minimal_attn.cli.main import cli
 from minimal_attn.cli.options import unused_warnings
 from minimal_attn.errors import InputError
-from minimal_attn.io import undo_on_refusal
+from minimal_attn.experiments.checkpoints import (
+    check_format,
+    load_guarded,
+    read_json,
+    write_checkpoint,
+)
+from minimal_attn.experiments.io import undo_on_refusal
 
 SYN = ["synthetic", "copy-control", "--seeds", "2", "--hidden", "4", "--embed", "3",
        "--batch-size", "3", "--n-test", "4", "--eval-every", "1", "--no-progress"]
@@ -205,7 +210,7 @@ def test_resume_without_out_names_both_options():
 
 def test_ctrl_c_says_what_was_kept_and_the_command_that_continues(tmp_path, monkeypatch):
     pytest.importorskip("torch")
-    from minimal_attn.backends import torch_synthetic_train as tst
+    from minimal_attn.backends.snell import synthetic_train as tst
 
     real = tst.train_runs
 
@@ -214,7 +219,7 @@ def test_ctrl_c_says_what_was_kept_and_the_command_that_continues(tmp_path, monk
             if done == 2:
                 raise KeyboardInterrupt
         return real(runs, config, checkpoint, stop, resume, log)
-    monkeypatch.setattr("minimal_attn.backends.torch_synthetic_experiments.train_runs",
+    monkeypatch.setattr("minimal_attn.backends.snell.synthetic_experiments.train_runs",
                         interrupted)
     out = tmp_path / "o"
     r = run(*SYN, "--steps", "4", "--out", out)

@@ -8,15 +8,15 @@ checkpoint files themselves.
 
 import pytest
 
-from minimal_attn import cells, results_store
-from minimal_attn.datasets import load_mosaic_splits
+from minimal_attn.datasets.splits import load_mosaic_splits
 from minimal_attn.errors import InputError
-from minimal_attn.experiment_config import ExperimentConfig, check_config
-from minimal_attn.train_loop import TrainConfig
+from minimal_attn.experiments import cells, results_store
+from minimal_attn.experiments.config import ExperimentConfig, check_config
+from minimal_attn.experiments.train_loop import TrainConfig
 
 torch = pytest.importorskip("torch")
-from minimal_attn.backends.fcam_batched import train_seeds  # noqa: E402
-from minimal_attn.backends.torch_train import train_run  # noqa: E402
+from minimal_attn.backends.vr.batched_seeds import train_seeds  # noqa: E402
+from minimal_attn.backends.vr.train import train_run  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 SEEDS = [0, 1]

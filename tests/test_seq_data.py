@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
+from minimal_attn.datasets.seq import load_text_task
 from minimal_attn.errors import InputError
-from minimal_attn.seq_data import load_text_task
 
 
 def _write(path, text, encoding="utf-8"):

@@ -5,8 +5,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from minimal_attn.backends import torch_seq_models as tsm  # noqa: E402
-from minimal_attn.backends.torch_seq_eval import _saliency, pad_batch  # noqa: E402
+from minimal_attn.backends.snell import seq_models as tsm  # noqa: E402
+from minimal_attn.backends.snell.eval import _saliency, pad_batch  # noqa: E402
 
 V = 11
 

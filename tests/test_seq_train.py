@@ -5,15 +5,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from minimal_attn.backends.torch_seq_train import (  # noqa: E402
+from minimal_attn.backends.snell.train import (  # noqa: E402
     SeqTrainConfig,
     batch_indices,
     build_model,
     load_run,
     train_seq,
 )
+from minimal_attn.datasets.seq import TextTask  # noqa: E402
 from minimal_attn.errors import InputError  # noqa: E402
-from minimal_attn.seq_data import TextTask  # noqa: E402
 
 
 def _task(kind):

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from minimal_attn import sweep_grid
 from minimal_attn.cli.main import cli
 from minimal_attn.errors import InputError
-from minimal_attn.sweep import DRIVER_CRASH_ENV
-from minimal_attn.sweep_cell import CRASH_ENV
+from minimal_attn.experiments import sweep_grid
+from minimal_attn.experiments.sweep import DRIVER_CRASH_ENV
+from minimal_attn.experiments.sweep_cell import CRASH_ENV
 
 pytest.importorskip("torch")
 
@@ -93,7 +93,7 @@ def test_local_sweep_writes_cells_and_merged_result(baseline):
         assert (folder / "checkpoints").is_dir() and (folder / "log.txt").is_file()
         assert (folder / "heatmap_" f"{name.split('-')[3]}_test.png").is_file()
     # a cell's numbers are those of the same settings run by run_experiment directly
-    from minimal_attn.backends.fcam_experiment import ExperimentConfig, run_experiment
+    from minimal_attn.backends.vr.table1 import ExperimentConfig, run_experiment
 
     entry = merged["cells"][0]
     s = dict(entry["settings"])
@@ -221,7 +221,7 @@ def test_a_killed_driver_resumes_to_the_same_result(baseline, tmp_path):
 
 
 def test_the_extras_are_imported_only_when_chosen():
-    code = ("import sys, minimal_attn.cli.sweep_cmd, minimal_attn.sweep; "
+    code = ("import sys, minimal_attn.cli.sweep_cmd, minimal_attn.experiments.sweep; "
             "print(sorted(m for m in ('ray', 'submitit', 'torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, cwd=ROOT)

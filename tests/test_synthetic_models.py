@@ -5,8 +5,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from minimal_attn.backends import torch_synthetic_models as tsm  # noqa: E402
-from minimal_attn.backends.torch_synthetic_train import Run, SyntheticConfig, train_runs  # noqa: E402
+from minimal_attn.backends.snell import batched_lstm as tsm  # noqa: E402
+from minimal_attn.backends.snell.synthetic_train import Run, SyntheticConfig, train_runs  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -115,7 +115,7 @@ def test_loss_finite_at_large_logits():
 
 def test_multihead_scenarios_draw_from_the_right_pool():
     """Sec. 5.2: all-bad holds K distinct bad heads, one-good exactly one good head."""
-    from minimal_attn.backends.torch_synthetic_experiments import multihead_runs
+    from minimal_attn.backends.snell.synthetic_experiments import multihead_runs
 
     screened = {"good": [3, 7], "bad": [0, 1, 2, 4, 5, 6, 8, 9, 10]}
     runs, skipped = multihead_runs(seeds=5, first_seed=2, heads=8, screened=screened)
@@ -159,5 +159,5 @@ def test_vocab_option_sets_the_id_range_and_keeps_heads():
 
 
 def tsm_params(runs, config):
-    from minimal_attn.backends.torch_synthetic_train import init_params
+    from minimal_attn.backends.snell.synthetic_train import init_params
     return init_params(runs, config)

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minimal_attn import text_data as td
+from minimal_attn.datasets import text as td
 from minimal_attn.errors import InputError
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -158,8 +158,9 @@ def test_get_device():
 
 def test_core_never_imports_torch():
     code = ("import sys; import minimal_attn, minimal_attn.losses, minimal_attn.fcam, "
-            "minimal_attn.data, minimal_attn.mosaics, minimal_attn.saif, minimal_attn.cifar, "
-            "minimal_attn.linear_train, minimal_attn.train_loop, minimal_attn.train_report, "
-            "minimal_attn.backends.fcam_experiment, minimal_attn.cli.train_cmd; "
+            "minimal_attn.data, minimal_attn.datasets.mosaics, minimal_attn.saif, "
+            "minimal_attn.datasets.cifar, minimal_attn.experiments.linear_train, "
+            "minimal_attn.experiments.train_loop, minimal_attn.experiments.train_report, "
+            "minimal_attn.backends.vr.table1, minimal_attn.cli.train_cmd; "
             "assert 'torch' not in sys.modules, 'torch was imported'")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -7,27 +7,27 @@ The references are independent of the code under test: plain ``FCAM`` models,
 import numpy as np
 import pytest
 
-from minimal_attn.datasets import load_mosaic_splits
+from minimal_attn.datasets.splits import load_mosaic_splits
 from minimal_attn.errors import InputError
 
 torch = pytest.importorskip("torch")
 from minimal_attn.backends import torch_backend as tb  # noqa: E402
-from minimal_attn.backends.torch_batched import (  # noqa: E402
+from minimal_attn.backends.vr.batched import (  # noqa: E402
     stack_fcams,
     stacked_parameters,
     unstack,
 )
-from minimal_attn.backends.torch_batched_train import (  # noqa: E402
+from minimal_attn.backends.vr.batched_train import (  # noqa: E402
     BatchedSeeds,
     train_seeds_batched,
 )
-from minimal_attn.backends.torch_models import (  # noqa: E402
+from minimal_attn.backends.vr.models import (  # noqa: E402
     build_fcam,
     classifier_config,
     focus_config,
     scaled,
 )
-from minimal_attn.backends.torch_train import TrainConfig, train_run  # noqa: E402
+from minimal_attn.backends.vr.train import TrainConfig, train_run  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 SEEDS = [0, 1, 2]

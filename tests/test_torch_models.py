@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 from minimal_attn.backends import torch_backend as tb  # noqa: E402
-from minimal_attn.backends.torch_models import (  # noqa: E402
+from minimal_attn.backends.vr.models import (  # noqa: E402
     FCAM,
     ConvNet,
     build_fcam,
@@ -17,7 +17,7 @@ from minimal_attn.backends.torch_models import (  # noqa: E402
     focus_config,
     scaled,
 )
-from minimal_attn.backends.torch_train import dead_units  # noqa: E402
+from minimal_attn.backends.vr.train import dead_units  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -178,8 +178,8 @@ def test_dead_unit_report_counts_units_built_dead():
 
 
 def test_reduced_width_keeps_last_hidden_layers_alive_on_cifar(shared_data):
-    from minimal_attn.datasets import load_mosaic_splits
-    from minimal_attn.mosaics import to_float_images
+    from minimal_attn.datasets.mosaics import to_float_images
+    from minimal_attn.datasets.splits import load_mosaic_splits
 
     train = load_mosaic_splits("cifar10", 5, 40, 1, data_dir=shared_data / "cifar10").train
     images = torch.as_tensor(to_float_images(train.X.reshape(-1, 3, 32, 32)))  # (200, ...)
@@ -198,7 +198,7 @@ def test_fcam_cost_counts_the_flops_torch_counts():
     for the paper's and the authors' networks (hand count of LeNet's forward as well)."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    from minimal_attn.backends.fcam_cost import bound_report, forward_macs, train_flops_per_mosaic
+    from minimal_attn.backends.vr.cost import bound_report, forward_macs, train_flops_per_mosaic
 
     lenet = classifier_config("cifar10", 3, kind="lenet")
     assert forward_macs(lenet) == (28 * 28 * 6 * 75 + 10 * 10 * 16 * 150 + 400 * 120

@@ -5,16 +5,17 @@ import copy
 import numpy as np
 import pytest
 
-from minimal_attn import data, fixed_focus, mosaics
+from minimal_attn import data, fixed_focus
 from minimal_attn.data import Mosaics
+from minimal_attn.datasets import mosaics
 from minimal_attn.errors import InputError
-from minimal_attn.linear_train import train_numpy_run
-from minimal_attn.train_loop import LINEAR_LR, PAPER_LR, TrainConfig, checkpoint_path
+from minimal_attn.experiments.linear_train import train_numpy_run
+from minimal_attn.experiments.train_loop import LINEAR_LR, PAPER_LR, TrainConfig, checkpoint_path
 
 torch = pytest.importorskip("torch")
-from minimal_attn.backends.image_store import ImageStore  # noqa: E402
-from minimal_attn.backends.torch_fixed_focus import CNNFixedFocusModel  # noqa: E402
-from minimal_attn.backends.torch_train import train_run  # noqa: E402
+from minimal_attn.backends.vr.fixed_focus import CNNFixedFocusModel  # noqa: E402
+from minimal_attn.backends.vr.image_store import ImageStore  # noqa: E402
+from minimal_attn.backends.vr.train import train_run  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -172,11 +173,11 @@ def test_cnn_fixed_focus_model_matches_the_section_3_losses():
 
 
 def test_batch_seeds_equals_separate_runs_and_shares_checkpoints(tmp_path):
-    pytest.importorskip("minimal_attn.backends.torch_batched_train",
-                        reason="backends/torch_batched_train.py (batched seeds) not merged")
+    pytest.importorskip("minimal_attn.backends.vr.batched_train",
+                        reason="backends/vr/batched_train.py (batched seeds) not merged")
     from dataclasses import replace
 
-    from minimal_attn.backends.fcam_experiment import ExperimentConfig, run_experiment
+    from minimal_attn.backends.vr.table1 import ExperimentConfig, run_experiment
 
     c = ExperimentConfig(backend="torch", dataset="synthetic", m=3, epochs=3, seeds=2,
                          n_train=20, n_test=10, batch_size=10, width=0.25, device="cpu",

@@ -7,8 +7,8 @@ import pytest
 
 from minimal_attn import data
 from minimal_attn.errors import InputError
-from minimal_attn.linear_train import train_numpy_run
-from minimal_attn.train_loop import (
+from minimal_attn.experiments.linear_train import train_numpy_run
+from minimal_attn.experiments.train_loop import (
     TrainConfig,
     affecting,
     auto_switch,

@@ -1,0 +1,257 @@
+r"""The synthetic experiments of Snell et al. (2021) end to end: runs, results.json, figures.
+
+=============  ======================================  ==========================
+task           conditions (first one fills "seeds")    paper
+=============  ======================================  ==========================
+copy           permutation, control                    Sec. 3.3, Fig. 3 left, Fig. 4
+copy-control   control                                 Sec. 3.3 (blue curves)
+copy-mixture   mixture, control                        Fig. 3 right, App. A.3, Fig. 8
+multihead      independent, one-good, all-bad          Sec. 5.2, Eqs. (20)-(21), Fig. 6
+keyword        keyword (uniform attention)             Sec. 6.1, Eqs. (22)-(24), Figs. 5, 7
+permute        permutation-function, copy              Sec. 6.2, Snell Eq. (25)
+=============  ======================================  ==========================
+
+Every condition trains ``seeds`` runs; all runs of a task are one seed-batched
+model (:func:`.synthetic_train.train_runs`). Run ``(condition, s)`` is
+initialised from seed ``s`` and reads data stream ``s``, so conditions are
+paired by seed.
+
+**Multi-head (Sec. 5.2).** The paper leaves open what is held fixed while a head
+is screened; here everything but the heads is: every multi-head run and every
+screened candidate starts the rest of the model (embeddings, LSTMs, N) from
+``first_seed`` and reads data stream ``first_seed``, so a head initialisation
+``W^(c)`` (from head seed ``c``) is *good* exactly when the single-head model
+with it converges (final accuracy > 0.95), a property of ``W^(c)`` alone. A pool
+of ``pool`` candidates is screened in one batched run and cached in
+``DIR/head_pool.json``; seed ``s`` of *all-bad* draws ``K`` distinct bad heads,
+*one-good* one good and ``K - 1`` bad ones, *independent* ``K`` unscreened heads.
+A scenario the pool cannot fill is listed under ``"skipped"`` with the counts.
+"""
+
+import os
+from dataclasses import asdict, replace
+
+import numpy as np
+
+from minimal_attn import synthetic_tasks as tasks
+from minimal_attn.backends.snell.synthetic_train import (
+    CONVERGED,
+    FAILED,
+    Run,
+    check_device,
+    estimate_bytes,
+    per_run_curves,
+    read_checkpoint,
+    train_runs,
+)
+from minimal_attn.errors import InputError, check_int_at_least, check_positive
+from minimal_attn.experiments import synthetic_plots as plots
+from minimal_attn.experiments.checkpoints import load_guarded, read_json
+from minimal_attn.experiments.io import check_output_dir, ensure_dir, undo_on_refusal, write_json
+from minimal_attn.experiments.resources import check_memory, check_steps
+
+TASKS = {
+    "copy": ("permutation", "control"),
+    "copy-control": ("control",),
+    "copy-mixture": ("mixture", "control"),
+    "multihead": ("independent", "one-good", "all-bad"),
+    "keyword": ("keyword",),
+    "permute": ("permutation-function", "copy"),
+}
+TITLES = {
+    "copy": "permutation copy vs control (Snell Fig. 3 left)",
+    "copy-control": "copy control: 40 of 60 types (Snell Sec. 3.3)",
+    "copy-mixture": "mixture of permutations vs control (Snell Fig. 3 right)",
+    "multihead": "8-head rescue (Snell Fig. 6)",
+    "keyword": "keyword toy, uniform attention (Snell Sec. 6.1)",
+    "permute": "permutation function vs copy (Snell Sec. 6.2)",
+}
+INDEPENDENT_HEAD_OFFSET = 100_000     # unscreened heads never reuse a pool candidate
+
+
+def _check_count(name, value, low=1):
+    check_int_at_least(name, value, low, param=name)
+
+
+def fractions(seed_objects):
+    """Converged (> 0.95) and failed (< 0.60) fractions of final accuracies, Sec. 3.3."""
+    final = np.array([s["accuracy"][-1] for s in seed_objects])
+    return {"converged_fraction": float(np.mean(final > CONVERGED)),
+            "failed_fraction": float(np.mean(final < FAILED))}
+
+
+def plain_runs(task, seeds, first_seed):
+    """Runs of every condition of a non-multihead task, paired by seed."""
+    heads = lambda s: [] if task == "keyword" else [s]            # noqa: E731
+    return [Run(cond, s, init_seed=s, head_seeds=heads(s), data_seed=s)
+            for cond in TASKS[task] for s in range(first_seed, first_seed + seeds)]
+
+
+def _pool_problem(cached):
+    keys = {"meta", "good", "bad", "final_accuracy"}
+    return None if isinstance(cached, dict) and keys <= set(cached) else "not a head pool"
+
+
+def screen_heads(first_seed, pool, config, out_dir, callback=None, resume=True, log=None):
+    """Good/bad labels of ``pool`` candidate heads (Sec. 5.2 rejection sampling), cached."""
+    runs = [Run("permutation", c, init_seed=first_seed, head_seeds=[c], data_seed=first_seed,
+                label="candidate") for c in range(pool)]
+    meta = {"first_seed": first_seed, "pool": pool,
+            "config": {k: v for k, v in asdict(config).items() if k != "device"}}
+    path = os.path.join(out_dir, "head_pool.json") if out_dir else None
+    if path:
+        cached = load_guarded(path, read_json, _pool_problem, what="head pool cache",
+                              fix="delete it to screen the heads again", prev=False)
+        if cached is not None and cached["meta"] == meta:
+            return cached
+    ckpt = os.path.join(out_dir, "checkpoints", "head_pool.ckpt") if out_dir else None
+    curves = train_runs(runs, config, ckpt, callback, resume, log)
+    final = [float(a) for a in curves["accuracy"][-1]]
+    result = {"meta": meta, "final_accuracy": final,
+              "good": [c for c, a in enumerate(final) if a > CONVERGED],
+              "bad": [c for c, a in enumerate(final) if a <= CONVERGED]}
+    if path:
+        ensure_dir(out_dir)
+        write_json(path, result)
+    return result
+
+
+def multihead_runs(seeds, first_seed, heads, screened):
+    """Runs of the three Sec. 5.2 scenarios and the scenarios the pool cannot fill."""
+    good, bad = screened["good"], screened["bad"]
+    runs, skipped = [], {}
+    for scenario in TASKS["multihead"]:
+        if scenario == "all-bad" and len(bad) < heads:
+            skipped[scenario] = f"{len(bad)} bad heads in the pool, need {heads}: raise --pool"
+            continue
+        if scenario == "one-good" and (not good or len(bad) < heads - 1):
+            skipped[scenario] = (f"{len(good)} good and {len(bad)} bad heads in the pool, "
+                                 f"need 1 and {heads - 1}: raise --pool")
+            continue
+        for s in range(first_seed, first_seed + seeds):
+            rng = np.random.default_rng([52, s])
+            if scenario == "independent":
+                chosen = [INDEPENDENT_HEAD_OFFSET + s * heads + k for k in range(heads)]
+            elif scenario == "all-bad":
+                chosen = list(rng.choice(bad, heads, replace=False))
+            else:
+                chosen = [rng.choice(good)] + list(rng.choice(bad, heads - 1, replace=False))
+            runs.append(Run("permutation", s, init_seed=first_seed,
+                            head_seeds=[int(h) for h in chosen], data_seed=first_seed,
+                            label=scenario))
+    return runs, skipped
+
+
+def _count_table_figure(task, first_seed, out_dir):
+    """Figs. 4, 5, 8: the count table C of the task's first condition; returns the file name."""
+    cond = TASKS[task][0]
+    if task == "keyword":
+        x, y, _ = tasks.batch_stream("keyword", first_seed, -1, 400)
+        C, _ = tasks.count_tables(x, y[:, None] + 1, tasks.LENGTH)
+        C, cols = C[1:, 1:3], ["negative", "positive"]               # words x labels
+    else:
+        src, tgt = tasks.batch_stream(cond, first_seed, -1, 400)
+        C, _ = tasks.count_tables(src, tgt, tasks.SEQ_VOCAB[cond])
+        C, cols = C[1:, 1:], None
+    name = "count_table.png"
+    plots.plot_count_table(C, os.path.join(out_dir, name),
+                           f"count table C, Snell Eq. (16): {cond} (400 pairs)", col_labels=cols)
+    return name
+
+
+def check_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_dir=None):
+    """Refuse, before any work, a setting that cannot run, fit in memory or finish."""
+    if task not in TASKS:
+        raise InputError(f"unknown task {task!r}: use one of {', '.join(TASKS)}", param="task")
+    for name, value in (("seeds", seeds), ("steps", config.steps), ("hidden", config.hidden),
+                        ("batch_size", config.batch_size), ("n_test", config.n_test),
+                        ("eval_every", config.eval_every), ("heads", heads), ("pool", pool)):
+        _check_count(name, value)
+    if config.embed is not None:
+        _check_count("embed", config.embed)
+    _check_count("first_seed", first_seed, 0)
+    check_positive("lr", config.lr, param="lr")
+    check_device(config.device)
+    check_steps(config.steps, f"training {task}", param="steps")
+    if task == "multihead":
+        n_runs, size = max(pool, 3 * seeds), ("seeds", "pool", "hidden", "batch_size")
+    else:
+        n_runs, size = seeds * len(TASKS[task]), ("seeds", "hidden", "batch_size")
+    vocab = max(max(tasks.SEQ_VOCAB.get(c, tasks.LENGTH) for c in TASKS[task]),
+                config.vocab or 0) + 1                      # as the batched model sizes it
+    if config.vocab is not None:
+        size += ("vocab",)
+    check_memory(estimate_bytes(n_runs, config, vocab, heads if task == "multihead" else 1),
+                 f"{n_runs} batched run(s) of LSTM width {config.hidden}", param=size)
+    if out_dir is not None:
+        check_output_dir(out_dir)
+
+
+def run_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_dir=None,
+                  resume=False, callback=None, log=None):
+    """Train ``task`` over ``seeds`` seeds per condition; write results.json and figures.
+
+    Parameters
+    ----------
+    task : one of TASKS
+    config : SyntheticConfig (keyword forces ``uniform=True``)
+    heads, pool : multihead only: heads K per model, candidate heads screened
+    out_dir : folder for results.json, figures, checkpoints (None: nothing written)
+    resume : continue from the checkpoints in ``out_dir`` (the head pool cache is
+        reused whenever its settings match)
+    callback : optional ``callback(phase, step, total, loss)``
+    log : optional ``log(line)`` for warnings
+
+    Returns
+    -------
+    dict: ``seeds`` (first condition), ``converged_fraction``, ``failed_fraction``,
+    ``conditions`` {name: {"seeds", fractions}}, and per task extras. A run
+    refused midway (it diverged) leaves ``out_dir`` as it found it.
+    """
+    check_synthetic(task, config, seeds, first_seed, heads, pool, out_dir)
+    with undo_on_refusal(out_dir):
+        return _run(task, config, seeds, first_seed, heads, pool, out_dir, resume, callback,
+                    log)
+
+
+def _run(task, config, seeds, first_seed, heads, pool, out_dir, resume, callback, log):
+    phase_cb = (lambda phase: (lambda *a: callback(phase, *a))) if callback else (lambda p: None)
+    extra = {}
+    ckpt = os.path.join(out_dir, "checkpoints", "train.ckpt") if out_dir else None
+    if resume and ckpt:            # a damaged checkpoint is refused before the head screening
+        read_checkpoint(ckpt, None, settings=False)       # (train_runs warns of .prev)
+    if task == "keyword":
+        config = replace(config, uniform=True)
+    if task == "multihead":
+        screened = screen_heads(first_seed, pool, config, out_dir, phase_cb("screening heads"),
+                                resume, log)
+        runs, skipped = multihead_runs(seeds, first_seed, heads, screened)
+        extra = {"head_pool": {k: screened[k] for k in ("good", "bad", "final_accuracy")},
+                 "skipped": skipped, "heads": heads}
+    else:
+        runs = plain_runs(task, seeds, first_seed)
+    curves = train_runs(runs, config, ckpt, phase_cb("training"), resume, log)
+    objects = per_run_curves(curves, runs)
+    conditions = {}
+    for obj in objects:
+        conditions.setdefault(obj["condition"], {"seeds": []})["seeds"].append(obj)
+    for entry in conditions.values():
+        entry.update(fractions(entry["seeds"]))
+    primary = conditions[TASKS[task][0]]
+    result = {"task": task, "seeds": primary["seeds"],
+              "converged_fraction": primary["converged_fraction"],
+              "failed_fraction": primary["failed_fraction"],
+              "conditions": conditions, "config": asdict(config),
+              "first_seed": first_seed, "resumed_from_step": curves["resumed_from"], **extra}
+    if out_dir is not None:
+        ensure_dir(out_dir)
+        figures = {"accuracy": "accuracy.png"}
+        plots.plot_curves(objects, os.path.join(out_dir, "accuracy.png"), TITLES[task])
+        if task == "keyword":
+            figures["gammas"] = "gammas.png"
+            plots.plot_gammas(primary["seeds"], os.path.join(out_dir, "gammas.png"))
+        if task != "multihead":
+            figures["count_table"] = _count_table_figure(task, first_seed, out_dir)
+        result["figures"] = figures
+        write_json(os.path.join(out_dir, "results.json"), result)
+    return result

@@ -1,0 +1,280 @@
+r"""Train many seeds of a synthetic task as one seed-batched model (Snell Secs. 3.3, 5.2, 6.1, 6.2).
+
+A *run* is one (condition, seed) pair: its own initialisation
+(``init_seed``, ``head_seeds``), its own data stream
+(:func:`minimal_attn.synthetic_tasks.batch_stream` of ``data_seed``) and its
+own result. :func:`train_runs` trains a list of runs together: one forward
+over the stacked parameters, the *sum* of per-run losses, one backward, one
+Adam step; because the runs share no parameter and Adam is elementwise, run
+``r`` follows the same trajectory as if it were trained alone
+(``tests/test_synthetic_models.py`` checks this for 3 seeds).
+
+Every ``eval_every`` steps each run is scored on its own fixed test sample
+(teacher-forced token accuracy for seq2seq, accuracy and the Sec. 6.1 log-odds
+gamma for the keyword classifier) and the whole state (parameters, Adam,
+curves) is written atomically to ``checkpoint``; ``train_runs`` resumes from it
+exactly (the data stream is a function of the step, so nothing else is saved).
+"""
+
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from minimal_attn.errors import InputError
+from minimal_attn.experiments.checkpoints import check_format, load_guarded, write_checkpoint
+from minimal_attn.synthetic_tasks import LENGTH, SEQ_VOCAB, batch_stream
+
+CHECKPOINT_FORMAT, KIND = 2, "synthetic"
+CONVERGED, FAILED = 0.95, 0.60       # Sec. 3.3: final accuracy above / below
+#: Presets of ``attn-dyn synthetic`` and of the synthetic cells: the CPU size
+#: (minutes on one core) and the paper's (Snell App. A.8: LSTM width 256).
+SYNTHETIC_SIZES = {
+    "cpu": {"seeds": 4, "steps": 1000, "hidden": 32, "embed": None, "batch_size": 32,
+            "lr": 3e-3},
+    "paper": {"seeds": 20, "steps": 3000, "hidden": 256, "embed": 256, "batch_size": 32,
+              "lr": 1e-3},
+}
+
+
+@dataclass
+class SyntheticConfig:
+    """Optimisation settings shared by every run of a task."""
+
+    steps: int = 1500                 # Adam steps
+    hidden: int = 64                  # LSTM state size H (paper, App. A.8: 256)
+    embed: Optional[int] = None       # embedding size E; None: = hidden
+    batch_size: int = 32              # sequences per step and run
+    lr: float = 3e-3                  # Adam learning rate (our choice at H = 32; paper: none)
+    eval_every: int = 50              # steps between test evaluations (and checkpoints)
+    n_test: int = 200                 # fixed test sequences per run
+    uniform: bool = False             # freeze attention to 1/L (beta^uf models)
+    device: Optional[str] = "cpu"     # cpu or cuda
+    dtype: str = "float32"            # float64 for exactness tests
+    vocab: Optional[int] = None       # seq2seq word ids 1..vocab; None: the conditions' largest
+
+
+@dataclass
+class Run:
+    """One curve of a figure: a condition trained from one initialisation on one data stream."""
+
+    condition: str                    # data distribution, a key of batch_stream
+    seed: int                         # the seed reported in results.json
+    init_seed: int                    # model generator seed
+    head_seeds: list = field(default_factory=list)   # one per head; [] for the classifier
+    data_seed: int = 0                # data stream seed
+    label: str = ""                   # condition shown in results/figure (default: condition)
+
+
+def check_device(name):
+    """Refuse a device other than cpu or cuda, and cuda without a visible GPU."""
+    if name in (None, "cpu"):
+        return "cpu"
+    if name != "cuda":
+        raise InputError(f"unknown device {name!r}: use cpu or cuda", param="device")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise InputError("device cuda requested but no CUDA GPU is visible; use --device cpu",
+                         param="device")
+    return "cuda"
+
+
+def _device(name):
+    import torch
+
+    return torch.device(check_device(name))
+
+
+def estimate_bytes(n_runs, config, n_vocab, heads=1):
+    """Memory ``n_runs`` batched runs need (bytes, an estimate): the parameters with their
+    gradients and two Adam moments, the activations one step keeps for the backward
+    pass, and the fixed test sequences."""
+    E, H, V, L = config.embed or config.hidden, config.hidden, n_vocab, LENGTH
+    size = 8 if config.dtype == "float64" else 4
+    lstm = (E + H + 1) * 4 * H
+    params = 2 * V * E + 2 * lstm + heads * H * H + 2 * H * H + H + H * V + V
+    # per sequence: embeddings, gates and states of two LSTMs, attention, N and logits
+    step = config.batch_size * L * (2 * (E + 7 * H) + heads * L + 3 * H + 3 * V)
+    return n_runs * (size * (4 * params + 2 * step) + 8 * 2 * L * config.n_test)
+
+
+def _stack_batches(runs, step, n, device):
+    """Per-run batches of ``step`` stacked on the seed axis, as torch tensors on ``device``."""
+    import torch
+
+    parts = [batch_stream(r.condition, r.data_seed, step, n) for r in runs]
+    return [torch.as_tensor(np.stack(p), device=device) for p in zip(*parts)]
+
+
+def _is_keyword(runs):
+    kinds = {r.condition == "keyword" for r in runs}
+    if len(kinds) != 1:
+        raise InputError("runs mix the keyword classifier with seq2seq tasks; train them apart")
+    return kinds.pop()
+
+
+def init_params(runs, config):
+    """Stacked initial parameters of ``runs`` (see :mod:`.batched_lstm`)."""
+    import torch
+
+    from minimal_attn.backends.snell import batched_lstm as tsm
+
+    dtype, device = getattr(torch, config.dtype), _device(config.device)
+    if _is_keyword(runs):
+        return tsm.init_classifier([r.init_seed for r in runs], LENGTH + 1, config.hidden,
+                                   config.embed, dtype, device)
+    # one shared vocabulary, the largest of the runs' conditions (ids 0..V), or config.vocab
+    need = max(SEQ_VOCAB[r.condition] for r in runs)
+    if config.vocab is not None and config.vocab < need:
+        raise InputError(f"vocab must be at least {need} for these tasks, got {config.vocab}",
+                         param="vocab")
+    if len({len(r.head_seeds) for r in runs}) != 1:
+        raise InputError("runs batched together need the same number of heads")
+    return tsm.init_seq2seq([r.init_seed for r in runs], [r.head_seeds for r in runs],
+                            (config.vocab or need) + 1, config.hidden, config.embed, dtype,
+                            device)
+
+
+def _loss(params, batch, keyword, uniform):
+    from minimal_attn.backends.snell import batched_lstm as tsm
+
+    if keyword:
+        return tsm.classifier_loss(params, batch[0], batch[1])
+    return tsm.seq2seq_loss(params, batch[0], batch[1], uniform)
+
+
+def evaluate(params, runs, config, chunk=50):
+    """Each run on its own fixed test sample: {"accuracy": (R,)} (+ gamma_* for keyword)."""
+    import torch
+
+    from minimal_attn.backends.snell import batched_lstm as tsm
+
+    keyword = _is_keyword(runs)
+    test = _stack_batches(runs, -1, config.n_test, params["enc_Wx"].device)
+    sums = {}
+    with torch.no_grad():
+        for lo in range(0, config.n_test, chunk):
+            part = [t[:, lo:lo + chunk] for t in test]
+            w = part[0].shape[1] / config.n_test
+            out = {"accuracy": _loss(params, part, keyword, config.uniform)[1]}
+            if keyword:    # gamma averages over positives; chunks weigh equally (balanced)
+                out.update({f"gamma_{k}": v for k, v in tsm.keyword_gammas(params, *part).items()})
+            for k, v in out.items():
+                sums[k] = sums.get(k, 0) + w * v.double().cpu().numpy()
+    return {k: v.tolist() for k, v in sums.items()}
+
+
+def _comparable(runs, config):
+    """What a checkpoint must share with the run resuming it (``steps`` may grow)."""
+    cfg = {k: v for k, v in asdict(config).items() if k not in ("device", "steps")}
+    return {"config": cfg, "runs": [asdict(r) for r in runs]}
+
+
+def _save(path, state):
+    import torch
+
+    write_checkpoint(path, lambda f: torch.save(state, f))
+
+
+def read_checkpoint(path, meta, log=None, settings=True):
+    """The saved state at ``path`` (or its ``.prev``) for runs whose settings are ``meta``
+    (``settings=False``: any readable synthetic checkpoint)."""
+    def same_settings(state, candidate):
+        if state.get("meta") != meta:
+            raise InputError(f"checkpoint {candidate} was written with different settings; "
+                             "use the same options or another --out")
+
+    from minimal_attn.backends.torch_backend import read_torch
+
+    return load_guarded(path, read_torch, lambda s: check_format(s, CHECKPOINT_FORMAT, KIND),
+                        same_settings if settings else None,
+                        fix="delete it or use another --out", log=log)
+
+
+def _record(curves, step, scores):
+    curves["step"].append(step)
+    for k, v in scores.items():
+        curves.setdefault(k, []).append(v)
+
+
+def train_runs(runs, config, checkpoint=None, callback=None, resume=True, log=None):
+    """Train ``runs`` as one seed-batched model; return per-run curves.
+
+    Parameters
+    ----------
+    runs : list of Run        (all seq2seq, or all keyword)
+    config : SyntheticConfig
+    checkpoint : path or None; written after every evaluation
+    resume : continue from ``checkpoint`` when it exists (a mismatched one raises
+        InputError; an unreadable one falls back to its ``.prev``); False starts
+        afresh and overwrites it
+    callback : optional ``callback(step, total_steps, mean_loss)`` after every step
+        (``mean_loss`` is a float at evaluation steps, else None: reading it syncs a GPU)
+    log : optional ``log(line)`` for warnings (a checkpoint replaced by its ``.prev``)
+
+    Returns
+    -------
+    dict ``{"step": [...], "accuracy": [[per run] per eval], ...}`` plus ``"resumed_from"``.
+    """
+    import torch
+
+    from minimal_attn.backends.torch_backend import optimizer_step
+
+    params = init_params(runs, config)
+    optimizer = torch.optim.Adam(params.values(), lr=config.lr)
+    keyword, device = _is_keyword(runs), params["enc_Wx"].device
+    meta = _comparable(runs, config)
+    curves, start = {"step": []}, 0
+    state = read_checkpoint(checkpoint, meta, log) if resume and checkpoint else None
+    if state is not None:
+        with torch.no_grad():
+            for k, v in state["params"].items():
+                params[k].copy_(v)
+        optimizer.load_state_dict(state["optimizer"])
+        curves, start = state["curves"], state["step"]
+    resumed_from = start
+    if start == 0 and not curves["step"]:
+        _record(curves, 0, evaluate(params, runs, config))
+    for step in range(start, config.steps):
+        batch = _stack_batches(runs, step, config.batch_size, device)
+        loss, _ = _loss(params, batch, keyword, config.uniform)
+        optimizer.zero_grad(set_to_none=True)
+        loss.sum().backward()                       # each run gets its own gradient
+        done = step + 1
+        optimizer_step(optimizer, done)
+        if done % config.eval_every == 0 or done == config.steps:
+            value = float(loss.detach().mean())
+            if not np.isfinite(value):
+                raise InputError(f"training diverged at step {done} (loss {value}); lower --lr",
+                                 param="lr")
+            _record(curves, done, evaluate(params, runs, config))
+            if checkpoint is not None:
+                _save(checkpoint, {"format": CHECKPOINT_FORMAT, "kind": KIND, "meta": meta,
+                                   "step": done,
+                                   "params": {k: v.detach().cpu() for k, v in params.items()},
+                                   "optimizer": optimizer.state_dict(), "curves": curves})
+            if callback is not None:
+                callback(done, config.steps, value)
+        elif callback is not None:
+            callback(done, config.steps, None)
+    return dict(curves, resumed_from=resumed_from,
+                params={k: v.detach() for k, v in params.items()})
+
+
+def per_run_curves(curves, runs):
+    """Split batched curves into one results.json object per run (Sec. 3.3 thresholds)."""
+    out = []
+    for r, run in enumerate(runs):
+        acc = [float(a[r]) for a in curves["accuracy"]]
+        obj = {"seed": run.seed, "condition": run.label or run.condition,
+               "step": list(curves["step"]), "accuracy": acc,
+               "final_accuracy": acc[-1], "converged": acc[-1] > CONVERGED,
+               "converged_step": next((st for st, a in zip(curves["step"], acc)
+                                       if a > CONVERGED), None),
+               "failed": acc[-1] < FAILED}
+        for key in curves:
+            if key.startswith("gamma_"):
+                obj[key] = [float(g[r]) for g in curves[key]]
+        out.append(obj)
+    return out

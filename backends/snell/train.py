@@ -1,0 +1,320 @@
+r"""Training one LSTM attention model of Snell et al. (2021), Appendix A.8, with checkpoints.
+
+:func:`train_seq` trains a :class:`~.torch_seq_models.Classifier` or
+:class:`~.torch_seq_models.Seq2Seq` with Adam and evaluates it at the paper's
+steps (classification: 0, 10, 50, 100, 150, 200, 250 and every 250;
+translation: 0, 50, 100, 500, 1000, 1500 and every 2000; the last step always).
+At every evaluation step it writes ``eval_<step>.npz`` with the validation
+(and optionally training-subset) attention alpha, the probe beta (for the
+uniform and frozen models at every step, for the others at the last step) and
+the saliency Delta (learned model, last step), then an atomic checkpoint.
+A run in a folder that already holds a checkpoint continues from it; on the
+CPU the result equals an uninterrupted run (``tests/test_seq_train.py``).
+
+Batches: step s uses positions s*B .. (s+1)*B - 1 of a stream of per-epoch
+permutations drawn from ``seed``, so the data order needs no saved state.
+"""
+
+import functools
+import hashlib
+import json
+import math
+import os
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+import numpy as np
+import torch
+
+from minimal_attn.backends.snell.eval import evaluate, loss_on_batch
+from minimal_attn.backends.snell.inputs import check_int, check_run, load_embeddings, pick_device
+from minimal_attn.backends.snell.seq_models import ATTENTIONS, Classifier, Seq2Seq
+from minimal_attn.backends.torch_backend import optimizer_step, read_torch
+from minimal_attn.errors import InputError, check_positive
+from minimal_attn.experiments.checkpoints import (
+    check_format,
+    load_guarded,
+    read_json,
+    write_checkpoint,
+)
+from minimal_attn.experiments.io import atomic_open, ensure_dir, write_json
+
+PAPER = {"classify": {"steps": 4000, "batch_size": 32, "emb": 300,
+                      "first_evals": (0, 10, 50, 100, 150, 200, 250), "every": 250},
+         "translate": {"steps": 20000, "batch_size": 16, "emb": None,
+                       "first_evals": (0, 50, 100, 500, 1000, 1500), "every": 2000}}
+FORMAT, KIND = 2, "seq"
+LR_SCHEDULES = ("constant", "cosine")
+#: Options added after the first FORMAT 2 checkpoints existed: left out of the compared
+#: settings at these values, so a run written before them still continues.
+LATER_DEFAULTS = {"lr_schedule": "constant", "warmup": 0, "clip": None}
+
+
+@dataclass
+class SeqTrainConfig:
+    """One run of one model; ``None`` fields take the paper's value for the task."""
+
+    task: str = "classify"            # classify (Sec. 2.4) or translate (Sec. 2.1)
+    attention: str = "learned"        # learned, uniform (A.7) or frozen (A.6)
+    steps: Optional[int] = None       # Adam updates; paper: 4000 (classify), 20000 here (translate)
+    batch_size: Optional[int] = None  # paper: 32 (classify), 16 (translate)
+    lr: float = 1e-3                  # Adam step size (PyTorch default; the paper gives none)
+    lr_schedule: str = "constant"     # constant, or cosine: decay from lr to lr/100 at the end
+    warmup: int = 0                   # steps of linear warm-up from lr/warmup to lr
+    clip: Optional[float] = None      # clip the gradient norm to this (None: no clipping)
+    hidden: int = 256                 # LSTM width (A.8: 256)
+    emb: Optional[int] = None         # classify: embedding width (300); translate: = hidden
+    out_hidden: int = 256             # translate: hidden layer of N (A.8: 256)
+    dropout: float = 0.5              # translate: LSTM dropout (A.8: 0.5)
+    eval_every: Optional[int] = None  # evaluate every this many steps after the first ones
+    seed: int = 0                     # initialisation, data order, dropout
+    bleu: bool = True                 # translate: greedy-decoding BLEU at every evaluation
+    train_eval: int = 0               # also evaluate on this many training examples (Table 7)
+    device: Optional[str] = None      # None: cuda if available, else cpu
+
+    def resolved(self):
+        """A copy with the paper's values filled in (and the inputs checked)."""
+        if self.task not in PAPER:
+            raise InputError(f"task must be classify or translate, got {self.task!r}",
+                             param="task")
+        if self.attention not in ATTENTIONS:
+            raise InputError(f"attention must be one of {', '.join(ATTENTIONS)}, got "
+                             f"{self.attention!r}", param="attention")
+        p = PAPER[self.task]
+        c = SeqTrainConfig(**asdict(self))
+        c.steps = p["steps"] if c.steps is None else c.steps
+        c.batch_size = p["batch_size"] if c.batch_size is None else c.batch_size
+        c.emb = (p["emb"] or c.hidden) if c.emb is None else c.emb
+        c.eval_every = p["every"] if c.eval_every is None else c.eval_every
+        for name in ("steps", "batch_size", "hidden", "emb", "out_hidden", "eval_every"):
+            check_int(name, getattr(c, name), 1)
+        check_int("train_eval", c.train_eval, 0)
+        check_int("seed", c.seed, 0)
+        check_int("warmup", c.warmup, 0)
+        if c.lr_schedule not in LR_SCHEDULES:
+            raise InputError(f"lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got "
+                             f"{c.lr_schedule!r}", param="lr_schedule")
+        if not 0.0 <= c.dropout < 1.0:
+            raise InputError(f"dropout must be in [0, 1), got {c.dropout}", param="dropout")
+        if c.task == "translate" and c.hidden % 2:
+            raise InputError(f"hidden must be even for translation, got {c.hidden}",
+                             param="hidden")
+        for name in ("lr",) + (("clip",) if c.clip is not None else ()):
+            try:
+                check_positive(name, getattr(c, name))
+            except InputError as exc:
+                raise InputError(str(exc), param=name) from None
+        return c
+
+    def lr_at(self, step):
+        """Adam's step size for update ``step`` (0-based): warm-up, then constant or cosine.
+
+        A function of the step alone, so a resumed run needs no scheduler state.
+        """
+        if step < self.warmup:
+            return self.lr * (step + 1) / self.warmup
+        if self.lr_schedule == "constant":
+            return self.lr
+        frac = (step - self.warmup) / max(self.steps - self.warmup, 1)     # 0 .. 1
+        return self.lr * (0.01 + 0.99 * 0.5 * (1.0 + math.cos(math.pi * frac)))
+
+    def eval_steps(self):
+        p = PAPER[self.task]
+        steps = {s for s in p["first_evals"] if s <= self.steps}
+        steps |= set(range(0, self.steps + 1, self.eval_every)) | {self.steps}
+        return sorted(steps)
+
+
+def build_model(task, c):
+    if task.task == "classify":
+        return Classifier(task.n_vocab, c.emb, c.hidden, c.attention)
+    return Seq2Seq(task.n_vocab, c.hidden, c.out_hidden, 2, c.dropout, c.attention)
+
+
+def data_fingerprint(task):
+    h = hashlib.sha1(repr((task.task, task.n_vocab, len(task.train_src),
+                           len(task.val_src))).encode())
+    for seqs in (task.train_src, task.train_tgt, task.val_src, task.val_tgt):
+        h.update(np.concatenate(seqs).astype(np.int64).tobytes())
+    return h.hexdigest()
+
+
+_PERMS = {}    # (seed, n, epoch) -> permutation; a few recent epochs
+
+
+def batch_indices(step, batch_size, n, seed):
+    """Example ids of training step ``step``: a slice of per-epoch permutations."""
+    pos = np.arange(step * batch_size, (step + 1) * batch_size)
+    out = np.empty(batch_size, dtype=np.int64)
+    for epoch in np.unique(pos // n):
+        key = (seed, n, int(epoch))
+        if key not in _PERMS:
+            if len(_PERMS) > 8:
+                _PERMS.clear()
+            _PERMS[key] = np.random.default_rng([seed, int(epoch)]).permutation(n)
+        sel = pos // n == epoch
+        out[sel] = _PERMS[key][pos[sel] % n]
+    return out
+
+
+def save_rows(path, arrays):
+    """Save dicts of ragged lists of 2-D arrays as ``<key>_flat`` and ``<key>_shape``."""
+    flat = {}
+    for key, value in arrays.items():
+        if isinstance(value, list):
+            flat[key + "_flat"] = (np.concatenate([a.ravel() for a in value])
+                                   if value else np.zeros(0))
+            flat[key + "_shape"] = np.array([a.shape for a in value], dtype=np.int64)
+        else:
+            flat[key] = np.asarray(value)
+    with atomic_open(path, "wb") as f:
+        np.savez(f, **flat)
+
+
+def load_rows(path):
+    """Inverse of :func:`save_rows`."""
+    out = {}
+    with np.load(path) as z:
+        for key in z.files:
+            if key.endswith("_shape"):
+                name, shapes = key[:-6], z[key]
+                flat, ends = z[name + "_flat"], np.cumsum(np.prod(shapes, axis=1))
+                out[name] = [flat[e - r * c:e].reshape(r, c) for e, (r, c) in zip(ends, shapes)]
+            elif not key.endswith("_flat"):
+                out[key] = z[key]
+    return out
+
+
+def _evaluate_all(model, task, c, step, device):
+    last = step == c.steps
+    beta_every = c.attention in ("uniform", "frozen")
+    arrays, record = {}, {"step": step}
+    splits = [("val", task.val_src, task.val_tgt)]
+    if c.train_eval:
+        splits.append(("train", task.train_src[:c.train_eval], task.train_tgt[:c.train_eval]))
+    for name, src, tgt in splits:
+        r = evaluate(model, task, src, tgt, device, want_beta=beta_every or last,
+                     want_delta=last and c.attention == "learned",
+                     bleu=c.bleu and task.task == "translate")
+        record[f"{name}_perf"], record[f"{name}_bleu"] = r["perf"], r["bleu"]
+        arrays.update({f"{name}_{k}": r[k] for k in ("alpha", "beta", "delta") if k in r})
+    return record, arrays
+
+
+def read_checkpoint(path, comparable, fingerprint, log=None):
+    """The state saved at ``path`` (or its ``.prev``) if it belongs to this run, else None."""
+    def same_run(state, candidate):
+        if state.get("config") != comparable or state.get("data") != fingerprint:
+            raise InputError(f"{os.path.dirname(candidate)} holds a run with other settings "
+                             "or data; use the same options or another --out", param="out")
+
+    return load_guarded(path, read_torch, lambda state: check_format(state, FORMAT, KIND),
+                        same_run, fix="delete it (the run starts again) or use another --out",
+                        log=log)
+
+
+def _write_changed(path, obj):
+    """``write_json`` unless ``path`` already holds ``obj`` (a reused run touches nothing)."""
+    try:
+        if read_json(path) == json.loads(json.dumps(obj)):
+            return
+    except (OSError, ValueError):
+        pass
+    write_json(path, obj)
+
+
+def train_seq(task, config, out_dir, callback=None, embeddings=None, log=None):
+    """Train one model on ``task`` (a :class:`minimal_attn.datasets.seq.TextTask`) into ``out_dir``.
+
+    Continues from ``out_dir/checkpoint.pt`` when it exists (and was written with
+    the same settings and data; an unreadable one falls back to its ``.prev``).
+    ``callback(event, info)`` reports progress: ``("start", {"total", "done"})``,
+    ``("step", {"step", "loss"})``, ``("eval", record)``; ``log(line)`` warnings.
+
+    Returns
+    -------
+    dict with ``config`` (resolved), ``history`` (one record per evaluation step:
+    ``val_perf``, ``val_bleu``, ...) and ``out_dir``
+    """
+    c = config.resolved()
+    device = pick_device(c.device)
+    check_run(task, c)
+    ckpt_path, fingerprint = os.path.join(out_dir, "checkpoint.pt"), data_fingerprint(task)
+    comparable = {k: v for k, v in asdict(c).items()
+                  if k != "device" and not (k in LATER_DEFAULTS and v == LATER_DEFAULTS[k])}
+    state = read_checkpoint(ckpt_path, comparable, fingerprint, log)
+    torch.manual_seed(c.seed)
+    model = build_model(task, c).to(device)
+    if embeddings is not None:
+        load_embeddings(model, embeddings, task.itos, log)
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=c.lr)
+    step, history = 0, []
+    ensure_dir(out_dir)
+    if state is not None:
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        torch.set_rng_state(state["rng"])
+        if state.get("cuda_rng") is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state(state["cuda_rng"])
+        step, history = state["step"], state["history"]
+        _write_changed(os.path.join(out_dir, "history.json"), history)  # the checkpoint's
+    _write_changed(os.path.join(out_dir, "config.json"), {**asdict(c), "data": task.info})
+    evals, done = c.eval_steps(), {h["step"] for h in history}
+    if callback:
+        callback("start", {"total": c.steps, "done": step})
+    model.train()
+    while True:
+        if step in evals and step not in done:
+            record, arrays = _evaluate_all(model, task, c, step, device)
+            save_rows(os.path.join(out_dir, f"eval_{step:06d}.npz"), arrays)
+            history.append(record)
+            write_json(os.path.join(out_dir, "history.json"), history)
+            saved = {"format": FORMAT, "kind": KIND, "config": comparable, "data": fingerprint,
+                     "model": model.state_dict(), "opt": opt.state_dict(),
+                     "rng": torch.get_rng_state(), "step": step, "history": history,
+                     "cuda_rng": (torch.cuda.get_rng_state()
+                                  if str(device).startswith("cuda") else None)}
+            write_checkpoint(ckpt_path, functools.partial(torch.save, saved))
+            if callback:
+                callback("eval", record)
+        if step >= c.steps:
+            break
+        idx = batch_indices(step, c.batch_size, len(task.train_src), c.seed)
+        loss = loss_on_batch(model, task, [task.train_src[i] for i in idx],
+                             [task.train_tgt[i] for i in idx], device)
+        if not torch.isfinite(loss):
+            raise InputError(f"training diverged at step {step} (loss {loss.item()}); "
+                             "lower --lr", param="lr")
+        opt.zero_grad()
+        loss.backward()
+        if c.clip is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), c.clip)
+        for group in opt.param_groups:
+            group["lr"] = c.lr_at(step)
+        optimizer_step(opt, step)
+        step += 1
+        if callback:
+            callback("step", {"step": step, "loss": loss.item()})
+    return {"config": asdict(c), "history": history, "out_dir": out_dir}
+
+
+def _history_problem(history):
+    ok = isinstance(history, list) and all(isinstance(h, dict) and "step" in h for h in history)
+    return None if ok else "not a history of evaluations"
+
+
+def load_run(out_dir):
+    """The history of a finished or partial run and its evaluation arrays by step."""
+    fix = f"delete the folder {out_dir} to train that model again"
+    history = load_guarded(os.path.join(out_dir, "history.json"), read_json, _history_problem,
+                           what="history", fix=fix, prev=False)
+    if history is None:
+        raise InputError(f"{out_dir} holds no history.json; {fix}")
+    arrays = {}
+    for h in history:
+        path = os.path.join(out_dir, f"eval_{h['step']:06d}.npz")
+        arrays[h["step"]] = load_guarded(path, load_rows, what="evaluation file", fix=fix,
+                                         prev=False)
+        if arrays[h["step"]] is None:
+            raise InputError(f"evaluation file {path} is missing; {fix}")
+    return history, arrays

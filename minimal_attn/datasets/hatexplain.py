@@ -1,0 +1,290 @@
+r"""HateXplain posts with human rationales as the true foreground, V&R Section 5.
+
+Vashisht & Ramaswamy (2023), Section 5 and Appendix A.3. A post is a
+sequence of word tokens :math:`x_1..x_L`; the FCAM attends over its tokens
+(the segments), and the annotators' rationale marks the true foreground
+:math:`z^*`, a *set* of token positions. The focus score of the true
+foreground is
+
+.. math:: a_{z^*} = \sum_{z \in z^*} a_z .
+
+Posts without a rationale (normal / non-toxic) have no true foreground: they
+count for accuracy and are left out of SAIF (:func:`summarise_posts`).
+
+Two layouts are read (:func:`read_hatexplain`):
+
+* ``dataset.json`` of the original release: a dict ``post_id -> {"post_id",
+  "annotators": [{"label": "hatespeech"|"offensive"|"normal", ...}] * 3,
+  "rationales": [[0/1 per token], ...] (one list per annotator who gave one),
+  "post_tokens": [...]}``. The label is the majority of the annotators (posts
+  where all three disagree are dropped, as in the HateXplain paper, and
+  counted); a token is in the rationale when a strict majority of the given
+  rationale lists mark it (none for a post whose majority label is normal).
+* ``hatexplain_binary.jsonl`` (the shared copy): one object a line with
+  ``post_id``, ``tokens``, ``label`` ("toxic" / "non-toxic"), ``rationale``
+  (already aggregated) and ``orig_split``.
+
+The split comes from ``post_id_divisions.json`` beside the file when it is
+there (else, for the JSONL, from ``orig_split``). :func:`encode_splits` builds
+the word vocabulary on the training split (words seen fewer than
+``min_count`` times become ``<unk>``) and pads every split to (N, L) arrays
+with a boolean mask; padding is masked everywhere downstream.
+"""
+
+import collections
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Dict, List
+
+import numpy as np
+
+from minimal_attn import saif
+from minimal_attn.datasets.text import Vocab
+from minimal_attn.errors import InputError
+
+PAD = "<pad>"
+#: Class names by layout, in label-id order.
+CLASSES = {"binary": ("non-toxic", "toxic"),
+           "original": ("hatespeech", "offensive", "normal")}
+SPLITS = ("train", "val", "test")
+
+
+@dataclass
+class Posts:
+    """One split: tokens, labels (ids into ``classes``) and 0/1 rationales per token."""
+
+    post_ids: List[str]
+    tokens: List[List[str]]
+    y: np.ndarray                          # (N,) int64
+    rationale: List[np.ndarray]            # N arrays of 0/1, one entry per token
+    classes: tuple
+
+
+@dataclass
+class HateXplain:
+    """The three splits of one file and what the reader dropped."""
+
+    splits: Dict[str, Posts]
+    layout: str                            # "binary" or "original"
+    dropped: Dict[str, int] = field(default_factory=dict)   # reason -> count
+
+
+def _load_json(path, what):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{what} {path} is not valid JSON (line {exc.lineno}: {exc.msg}); "
+                         "give the HateXplain file unchanged") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {what} {path}: {exc}; check the path") from None
+
+
+def _check_post(where, tokens, rationale):
+    if not isinstance(tokens, list) or not tokens or not all(isinstance(t, str) for t in tokens):
+        raise InputError(f"{where}: tokens must be a non-empty list of strings")
+    if not isinstance(rationale, list):
+        raise InputError(f"{where}: rationale must be a list of 0/1, one per token (leave the "
+                         "key out for a post without one)")
+    if len(rationale) != len(tokens):
+        raise InputError(f"{where}: rationale has {len(rationale)} entries but the post has "
+                         f"{len(tokens)} tokens; give one 0/1 per token")
+    if any(r not in (0, 1) for r in rationale):
+        raise InputError(f"{where}: rationale entries must be 0 or 1")
+    return np.asarray(rationale, dtype=np.int8)
+
+
+def _label_id(where, label, layout):
+    if label not in CLASSES[layout]:
+        raise InputError(f"{where}: unknown label {label!r}; use one of "
+                         f"{', '.join(CLASSES[layout])}")
+    return CLASSES[layout].index(label)
+
+
+def _read_jsonl(path):
+    """(post_id, tokens, label id, rationale, orig_split) per line of the binary JSONL."""
+    rows = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = list(f)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read HateXplain file {path}: {exc}; check the path") from None
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"HateXplain file {path} line {n}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{where} is not valid JSON ({exc.msg})") from None
+        if not isinstance(obj, dict) or not {"post_id", "tokens", "label"} <= set(obj):
+            raise InputError(f"{where} needs the keys post_id, tokens, label, rationale")
+        tokens = obj["tokens"]
+        rationale = obj.get("rationale", [0] * len(tokens) if isinstance(tokens, list) else [])
+        rows.append((str(obj["post_id"]), tokens, _label_id(where, obj["label"], "binary"),
+                     _check_post(where, tokens, rationale), obj.get("orig_split")))
+    if not rows:
+        raise InputError(f"HateXplain file {path} is empty; give the JSONL with one post a line")
+    return rows, {}
+
+
+def _read_original(path):
+    """Rows of ``dataset.json``: majority label, majority-aggregated rationale."""
+    data = _load_json(path, "HateXplain file")
+    if not isinstance(data, dict) or not data:
+        raise InputError(f"HateXplain file {path} must map post ids to posts "
+                         "(the original dataset.json)")
+    rows, undecided = [], 0
+    for key, post in data.items():
+        where = f"HateXplain file {path} post {key}"
+        if not isinstance(post, dict) or not {"annotators", "post_tokens"} <= set(post):
+            raise InputError(f"{where} needs the keys annotators, rationales, post_tokens")
+        tokens = post["post_tokens"]
+        votes = collections.Counter(_label_id(where, a.get("label"), "original")
+                                    for a in post["annotators"])
+        label, count = votes.most_common(1)[0] if votes else (None, 0)
+        if 2 * count <= sum(votes.values()):
+            undecided += 1                 # no majority label: dropped, as HateXplain does
+            continue
+        lists = [_check_post(where, tokens, r) for r in post.get("rationales") or []]
+        marks = np.sum(lists, axis=0) if lists else np.zeros(len(tokens), dtype=np.int64)
+        rationale = (2 * marks > len(lists)).astype(np.int8)        # strict majority
+        if CLASSES["original"][label] == "normal":
+            rationale[:] = 0               # a normal post has no true foreground
+        rows.append((str(post.get("post_id", key)), tokens, label, rationale, None))
+    return rows, {"no majority label": undecided}
+
+
+def read_hatexplain(path, divisions=None):
+    r"""Read HateXplain (original ``dataset.json`` or the binary JSONL), V&R Section 5.
+
+    Parameters
+    ----------
+    path : a file, or a folder holding ``hatexplain_binary.jsonl`` or ``dataset.json``
+    divisions : ``post_id_divisions.json``; None: the one beside the file, if any
+
+    Returns
+    -------
+    HateXplain with ``splits["train"|"val"|"test"]`` (posts not in any split dropped).
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        names = [n for n in ("hatexplain_binary.jsonl", "dataset.json")
+                 if os.path.exists(os.path.join(path, n))]
+        if not names:
+            raise InputError(f"data_dir {path} holds neither hatexplain_binary.jsonl nor "
+                             "dataset.json; give the HateXplain folder", param="data_dir")
+        path = os.path.join(path, names[0])
+    if not os.path.exists(path):
+        raise InputError(f"HateXplain file {path} does not exist; check --data-dir",
+                         param="data_dir")
+    layout = "binary" if path.endswith(".jsonl") else "original"
+    rows, dropped = _read_jsonl(path) if layout == "binary" else _read_original(path)
+    if divisions is None:
+        beside = os.path.join(os.path.dirname(path), "post_id_divisions.json")
+        divisions = beside if os.path.exists(beside) else None
+    if divisions is not None:
+        table = _load_json(divisions, "split file")
+        if not isinstance(table, dict) or not set(SPLITS) <= set(table):
+            raise InputError(f"split file {divisions} must have the keys train, val, test")
+        for s in SPLITS:
+            if not isinstance(table[s], list) or not all(isinstance(p, str) for p in table[s]):
+                raise InputError(f"split file {divisions}: {s} must be a list of post ids")
+        split_of = {pid: s for s in SPLITS for pid in table[s]}
+    elif layout == "binary":
+        split_of = {r[0]: r[4] for r in rows}
+    else:
+        raise InputError(f"{path} needs post_id_divisions.json beside it (the official split)")
+    parts = {s: [] for s in SPLITS}
+    for row in rows:
+        if split_of.get(row[0]) in parts:
+            parts[split_of[row[0]]].append(row)
+    dropped["not in a split"] = len(rows) - sum(map(len, parts.values()))
+    if not parts["train"]:
+        raise InputError(f"no post of {path} is in the training split; check the split file")
+    classes = CLASSES[layout]
+    splits = {s: Posts([r[0] for r in p], [r[1] for r in p],
+                       np.array([r[2] for r in p], dtype=np.int64), [r[3] for r in p], classes)
+              for s, p in parts.items()}
+    return HateXplain(splits, layout, dropped)
+
+
+@dataclass
+class Encoded:
+    """A padded split: ids (N, L), mask (N, L), rationale (N, L), labels (N,)."""
+
+    ids: np.ndarray                        # (N, L) int64, PAD where mask is False
+    mask: np.ndarray                       # (N, L) bool, True on real tokens
+    rationale: np.ndarray                  # (N, L) bool, the true foreground z*
+    y: np.ndarray                          # (N,) int64
+
+
+def pad(sequences, length, fill=0, dtype=np.int64):
+    """Stack ``sequences`` into (N, length), cut at ``length``, filled with ``fill``."""
+    out = np.full((len(sequences), length), fill, dtype=dtype)             # (N, L)
+    for n, seq in enumerate(sequences):
+        k = min(len(seq), length)
+        out[n, :k] = seq[:k]
+    return out
+
+
+def encode_splits(data, min_count=2, max_len=None):
+    """Vocabulary from the training split and every split padded, Appendix A.3.
+
+    ``<pad>`` is id 0 and ``<unk>`` id 1; words seen fewer than ``min_count``
+    times in the training split become ``<unk>``. Posts longer than
+    ``max_len`` are cut (None: no cut).
+
+    Returns
+    -------
+    vocab : minimal_attn.datasets.text.Vocab
+    encoded : dict split -> Encoded
+    """
+    words = Vocab.build(data.splits["train"].tokens, min_count=min_count)
+    vocab = Vocab([PAD] + words.itos)
+    encoded = {}
+    for name, posts in data.splits.items():
+        lengths = np.array([len(t) for t in posts.tokens], dtype=np.int64)
+        length = int(lengths.max(initial=1)) if max_len is None else int(max_len)
+        mask = np.arange(length)[None, :] < lengths[:, None]                # (N, L)
+        encoded[name] = Encoded(pad(vocab.encode_all(posts.tokens), length), mask,
+                                pad(posts.rationale, length, dtype=bool), posts.y)
+    return vocab, encoded
+
+
+def foreground_focus(a, rationale):
+    r""":math:`a_{z^*} = \sum_{z \in z^*} a_z` per post, V&R Section 5.
+
+    ``a`` (N, L) attention (zero on padding), ``rationale`` (N, L) 0/1 or bool.
+    Returns (N,); 0 for a post without a rationale.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    rationale = np.asarray(rationale, dtype=bool)
+    if a.shape != rationale.shape:
+        raise InputError(f"attention {a.shape} and rationale {rationale.shape} must match")
+    return np.where(rationale, a, 0.0).sum(axis=1)                          # (N,)
+
+
+def summarise_posts(a, s, y, rationale, threshold=0.8, bins=5):
+    """Accuracy over all posts; SAIF, focus-prediction fractions and heat map over rationale posts.
+
+    ``a`` (N, L) attention, ``s`` (N, C) class scores of the inference rule.
+    The dict has the keys of :func:`minimal_attn.saif.summarise` plus
+    ``n_posts`` (all) and ``n_without_rationale`` (left out of SAIF);
+    ``n`` counts the posts that enter SAIF.
+    """
+    s = np.asarray(s, dtype=np.float64)
+    y = np.asarray(y).reshape(-1)
+    a_z = np.clip(foreground_focus(a, rationale), 0.0, 1.0)                # (N,)
+    s_y = s[np.arange(len(y)), y]                                           # (N,)
+    has = np.asarray(rationale, dtype=bool).any(axis=1)                     # (N,)
+    counts = saif.focus_prediction_counts(a_z[has], s_y[has], threshold)
+    n = int(has.sum())
+    out = {"n": n, "n_posts": int(len(y)), "n_without_rationale": int(len(y) - n),
+           "accuracy": float(np.mean(s.argmax(axis=1) == y)) if len(y) else float("nan"),
+           "saif": float(counts["saif"])}
+    out.update({k: counts[k] / n if n else float("nan") for k in saif.COUNT_KEYS})
+    out["threshold"] = float(threshold)
+    out["heatmap"] = saif.heatmap(a_z[has], s_y[has], bins).tolist()
+    return out, {"a_z": a_z, "s_y": s_y, "has_rationale": has}

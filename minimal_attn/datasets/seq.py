@@ -1,0 +1,302 @@
+r"""Token ids for the neural experiments of Snell et al. (2021), Appendix A.8.
+
+One :class:`TextTask` holds the training and validation pairs of a task as
+lists of int64 arrays, the ids that the LSTM models, the proxy model
+(:mod:`minimal_attn.proxy`, Eqs. (5)-(6)) and the logistic proxy
+(:mod:`minimal_attn.logistic_proxy`, Snell Eq. (55)) all see:
+
+* **classify** (Section 2.4, T = 1, |O| = 2): word-level ids; words seen fewer
+  than 3 times in the training set become ``<unk>`` (A.8). Targets are the
+  labels as one-word outputs. Data sets: ``sst2`` (GLUE TSV; training on
+  ``train.tsv``, validation on the sentence-level ``test.tsv``, which is GLUE's
+  labelled dev set), ``hatexplain`` (binary JSONL, toxic = 1, official
+  train/val split) and ``tsv`` (``train.tsv`` and ``dev.tsv``/``val.tsv``/
+  ``test.tsv``, rows ``text<TAB>label``, an optional header).
+* **translate** (Section 2.1): one SentencePiece vocabulary of ``vocab_size``
+  pieces shared by source and target (A.8) when ``sentencepiece`` is
+  installed, word-level ids otherwise. Ids 0, 1, 2 are ``<unk>``, ``<s>``,
+  ``</s>``; targets end with ``</s>``. Data sets: ``multi30k`` (raw
+  ``train``/``val`` files, English -> German as in the paper) and ``parallel``
+  (``train.src``, ``train.tgt``, ``val.src``, ``val.tgt``).
+
+The padding id of the networks is ``n_vocab``, one beyond the vocabulary, so
+every real token has the same id in the network and in the NumPy proxies.
+"""
+
+import dataclasses
+import io
+import json
+import os
+from typing import Callable, Optional
+
+import numpy as np
+
+from minimal_attn.datasets.text import UNK, Vocab, read_lines, read_parallel, read_sst2, tokenize
+from minimal_attn.errors import InputError, check_folder
+
+TASKS = ("classify", "translate")
+DATASETS = {"sst2": "classify", "hatexplain": "classify", "tsv": "classify",
+            "multi30k": "translate", "parallel": "translate"}
+BOS, EOS = "<s>", "</s>"
+
+
+@dataclasses.dataclass
+class TextTask:
+    """Token ids of one task; every list holds one int64 array per example."""
+
+    task: str                    # "classify" or "translate"
+    train_src: list              # (L_n,) input ids
+    train_tgt: list              # (T_n,) output ids: (1,) labels, or target pieces + </s>
+    val_src: list
+    val_tgt: list
+    n_vocab: int                 # input vocabulary (translation: shared by both sides)
+    n_out: int                   # output vocabulary: 2 for classification
+    itos: list                   # id -> token string (pieces for SentencePiece)
+    decode: Optional[Callable] = None   # ids -> detokenised text (translation, for BLEU)
+    tokenizer_model: Optional[bytes] = None  # the serialised SentencePiece model, if any
+    info: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def pad_id(self):
+        return self.n_vocab
+
+    def val_references(self):
+        """The detokenised validation targets (BLEU references), without ``</s>``."""
+        return [self.decode(t[:-1]) for t in self.val_tgt]
+
+
+# ------------------------------------------------------------------ classification
+def _is_number(text):
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def _read_label_tsv(path, what):
+    lines = read_lines(path, what)
+    texts, labels = [], []
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        parts = line.rstrip("\r").rsplit("\t", 1)
+        label = parts[1].strip() if len(parts) == 2 else ""
+        if label not in ("0", "1"):
+            if n == 1 and len(parts) == 2 and not _is_number(label):   # a header row
+                continue
+            raise InputError(f"{what} {path} line {n} is not 'text<TAB>0|1' (labels must be "
+                             f"0 or 1): {line[:60]!r}", param="data_dir")
+        texts.append(tokenize(parts[0]))
+        labels.append(int(label))
+    if not texts:
+        raise InputError(f"{what} {path} has no 'text<TAB>label' rows", param="data_dir")
+    return texts, np.array(labels, dtype=np.int64)
+
+
+def _first_file(folder, names, what):
+    for name in names:
+        if os.path.isfile(os.path.join(folder, name)):
+            return os.path.join(folder, name)
+    raise InputError(f"{what}: none of {', '.join(names)} in {folder}; check --data-dir",
+                     param="data_dir")
+
+
+def _read_hatexplain(folder):
+    path = _first_file(folder, ["hatexplain_binary.jsonl"], "HateXplain")
+    splits = {"train": ([], []), "val": ([], [])}
+    for n, line in enumerate(read_lines(path, "HateXplain file"), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            tokens, label, split = row["tokens"], row["label"], row.get("orig_split")
+        except (ValueError, KeyError, TypeError):
+            raise InputError(f"HateXplain file {path} line {n} is not a JSON object with "
+                             "tokens and label", param="data_dir") from None
+        if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+            raise InputError(f"HateXplain file {path} line {n}: tokens must be a list of "
+                             "strings", param="data_dir")
+        if label not in ("toxic", "non-toxic"):
+            raise InputError(f"HateXplain file {path} line {n}: label {label!r} is not toxic "
+                             "or non-toxic", param="data_dir")
+        if split in splits:
+            splits[split][0].append([str(t).lower() for t in tokens])
+            splits[split][1].append(int(label == "toxic"))
+    return [(s, np.array(y, dtype=np.int64)) for s, y in splits.values()]
+
+
+def _classification(dataset, folder):
+    if dataset == "sst2":
+        return (read_sst2(_first_file(folder, ["train.tsv"], "SST-2")),
+                read_sst2(_first_file(folder, ["test.tsv", "dev.tsv"], "SST-2")))
+    if dataset == "hatexplain":
+        return _read_hatexplain(folder)
+    return (_read_label_tsv(_first_file(folder, ["train.tsv"], "TSV"), "TSV file"),
+            _read_label_tsv(_first_file(folder, ["dev.tsv", "val.tsv", "test.tsv"], "TSV"),
+                            "TSV file"))
+
+
+def _nonempty(src, tgt):
+    keep = [n for n in range(len(src)) if len(src[n]) and len(tgt[n])]
+    return [src[n] for n in keep], [tgt[n] for n in keep]
+
+
+def load_classification(dataset, folder, max_train=None, max_val=None, min_count=3):
+    """A :class:`TextTask` for binary classification, word-level with ``min_count`` (A.8)."""
+    (tr_x, tr_y), (va_x, va_y) = _classification(dataset, folder)
+    tr_x, tr_y = tr_x[:max_train], tr_y[:max_train]
+    va_x, va_y = va_x[:max_val], va_y[:max_val]
+    vocab = Vocab.build(tr_x, min_count=min_count)
+    tr = _nonempty(vocab.encode_all(tr_x), [np.array([y]) for y in tr_y])
+    va = _nonempty(vocab.encode_all(va_x), [np.array([y]) for y in va_y])
+    if not tr[0] or not va[0]:
+        raise InputError(f"{dataset} in {folder}: no non-empty training or validation "
+                         "example; check --data-dir", param="data_dir")
+    return TextTask("classify", *tr, *va, n_vocab=len(vocab), n_out=2, itos=vocab.itos,
+                    info={"dataset": dataset, "tokenizer": f"word, min count {min_count}",
+                          "n_train": len(tr[0]), "n_val": len(va[0]),
+                          "majority_val": float(max(np.mean(va_y), 1 - np.mean(va_y)))})
+
+
+# ------------------------------------------------------------------ translation
+def _read_pairs(dataset, folder, split, src_lang, tgt_lang):
+    check_folder(folder)
+    if dataset == "parallel":
+        src_lang, tgt_lang = "src", "tgt"
+
+    def raw(line):                                 # keep raw text; tokenised below
+        return [line.strip()] if line.strip() else []
+    src, tgt = read_parallel(os.path.join(folder, f"{split}.{src_lang}"),
+                             os.path.join(folder, f"{split}.{tgt_lang}"), raw)
+    return [s[0] for s in src], [t[0] for t in tgt]
+
+
+def _sentencepiece(lines, vocab_size, model_file):
+    """A SentencePiece model: loaded from ``model_file`` if it exists, else trained on ``lines``.
+
+    Returns the processor and the serialised model (save it to reuse the ids).
+    """
+    import sentencepiece as spm
+
+    if model_file is not None and os.path.exists(model_file):
+        try:
+            with open(model_file, "rb") as f:
+                proto = f.read()
+            return spm.SentencePieceProcessor(model_proto=proto), proto
+        except (OSError, RuntimeError) as exc:
+            raise InputError(f"SentencePiece model {model_file} cannot be read "
+                             f"({type(exc).__name__}): delete it and the runs beside it, or "
+                             "use another --out", param="out") from None
+    buf = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(lines), model_writer=buf, vocab_size=vocab_size,
+            hard_vocab_limit=False, model_type="unigram", character_coverage=1.0,
+            unk_id=0, bos_id=1, eos_id=2, pad_id=-1, num_threads=1, minloglevel=2)
+    except RuntimeError:
+        # the pieces must cover every character of the text, plus <unk>, <s>, </s>
+        need = len(set("".join(lines).replace(" ", "")) | {" "}) + 3
+        raise InputError(f"vocab_size {vocab_size} is too small for SentencePiece on this "
+                         f"text ({need - 3} distinct characters): give vocab_size >= {need}",
+                         param="vocab_size") from None
+    proto = buf.getvalue()
+    return spm.SentencePieceProcessor(model_proto=proto), proto
+
+
+def load_translation(dataset, folder, max_train=None, max_val=None, vocab_size=8000,
+                     src_lang="en", tgt_lang="de", tokenizer="auto", model_file=None):
+    """A :class:`TextTask` for translation with a shared vocabulary (A.8).
+
+    ``tokenizer``: ``"sentencepiece"``, ``"word"`` or ``"auto"`` (SentencePiece
+    when installed). ``model_file``: a saved SentencePiece model to reuse (so a
+    resumed run sees the same ids); a newly trained one is returned as
+    ``tokenizer_model`` (bytes) for the caller to save.
+    """
+    tr_src, tr_tgt = _read_pairs(dataset, folder, "train", src_lang, tgt_lang)
+    va_src, va_tgt = _read_pairs(dataset, folder, "val", src_lang, tgt_lang)
+    tr_src, tr_tgt, va_src, va_tgt = (tr_src[:max_train], tr_tgt[:max_train],
+                                      va_src[:max_val], va_tgt[:max_val])
+    if tokenizer == "auto":
+        try:
+            import sentencepiece  # noqa: F401
+            tokenizer = "sentencepiece"
+        except ImportError:
+            tokenizer = "word"
+    if tokenizer == "sentencepiece":
+        sp, proto = _sentencepiece(tr_src + tr_tgt, vocab_size, model_file)
+        itos = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+        encode = sp.encode
+
+        def decode(ids):
+            return sp.decode([int(i) for i in ids])
+    elif tokenizer == "word":
+        words = Vocab.build([tokenize(s) for s in tr_src + tr_tgt]).itos[1:]
+        vocab = Vocab([UNK, BOS, EOS] + [w for w in words if w not in (BOS, EOS)])
+        itos = vocab.itos
+
+        def encode(texts):
+            return [vocab.encode(tokenize(s)).tolist() for s in texts]
+
+        def decode(ids):
+            return " ".join(vocab.decode(ids))
+        proto = None
+    else:
+        raise InputError(f"tokenizer must be auto, sentencepiece or word, got {tokenizer!r}")
+    eos = 2
+
+    def ids(texts, end):
+        return [np.array(s + ([eos] if end else []), dtype=np.int64) for s in encode(texts)]
+
+    tr = _nonempty(ids(tr_src, False), ids(tr_tgt, True))
+    va = _nonempty(ids(va_src, False), ids(va_tgt, True))
+    return TextTask("translate", *tr, *va, n_vocab=len(itos), n_out=len(itos), itos=itos,
+                    decode=decode, tokenizer_model=proto,
+                    info={"dataset": dataset, "tokenizer": tokenizer, "vocab": len(itos),
+                          "n_train": len(tr[0]), "n_val": len(va[0]),
+                          "direction": f"{src_lang}->{tgt_lang}"})
+
+
+def filter_length(task, max_len):
+    """Drop the training pairs whose input or output has more than ``max_len`` ids.
+
+    Validation pairs are kept whole, so the scores stay comparable with any
+    filter. Returns a new :class:`TextTask` (``info`` records the filter).
+    """
+    keep = [n for n in range(len(task.train_src))
+            if len(task.train_src[n]) <= max_len and len(task.train_tgt[n]) <= max_len]
+    if not keep:
+        raise InputError(f"no training pair has at most {max_len} ids on both sides; raise "
+                         "--max-len", param="max_len")
+    info = {**task.info, "max_len": max_len, "n_train": len(keep),
+            "n_train_dropped": len(task.train_src) - len(keep)}
+    return dataclasses.replace(task, train_src=[task.train_src[n] for n in keep],
+                               train_tgt=[task.train_tgt[n] for n in keep], info=info)
+
+
+def load_text_task(task, dataset, data_dir, max_train=None, max_val=None, vocab_size=8000,
+                   model_file=None, tokenizer="auto", max_len=None):
+    """Load ``dataset`` from ``data_dir`` for ``task`` (checks that they match).
+
+    ``max_len``: keep only the training pairs of at most this many ids on each
+    side (translation: pieces, counting the final ``</s>``), applied after
+    ``max_train`` (so the SentencePiece vocabulary is trained on those examples).
+    """
+    if dataset not in DATASETS:
+        raise InputError(f"unknown dataset {dataset!r}: use one of {', '.join(DATASETS)}",
+                         param="dataset")
+    if task not in TASKS:
+        raise InputError(f"unknown task {task!r}: use classify or translate", param="task")
+    if DATASETS[dataset] != task:
+        raise InputError(f"dataset {dataset} is a {DATASETS[dataset]} data set; use --task "
+                         f"{DATASETS[dataset]}", param="task")
+    for name, value in (("max_train", max_train), ("max_val", max_val), ("max_len", max_len)):
+        if value is not None and value < 1:
+            raise InputError(f"{name} must be >= 1, got {value}", param=name)
+    folder = check_folder(data_dir)
+    if task == "classify":
+        out = load_classification(dataset, folder, max_train, max_val)
+    else:
+        out = load_translation(dataset, folder, max_train, max_val, vocab_size,
+                               model_file=model_file, tokenizer=tokenizer)
+    return out if max_len is None else filter_length(out, max_len)

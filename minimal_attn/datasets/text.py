@@ -1,0 +1,231 @@
+r"""Text data for the second paper: tokenisers, vocabularies, Multi30k and SST-2 readers.
+
+Snell, Zhong, Klein & Steinhardt (2021), Sections 2.3-2.4 and 4: the proxy
+model and IBM Model 1 both see a pair as an input word sequence
+:math:`x = (x_1..x_L)` and an output word sequence :math:`y = (y_1..y_T)`;
+binary classification is the case :math:`T = 1`, :math:`|O| = 2`.
+
+Two tokenisers, kept apart on purpose:
+
+* :func:`tokenize` (models and tutorials): lower-case, then words (runs of
+  letters, digits, ``_``) and single punctuation marks, so ``"males, are."``
+  gives ``["males", ",", "are", "."]``.
+* :func:`whitespace_tokens` (the ``attn-dyn ibm1`` command): lower-case, split
+  on whitespace only, which is what GIZA++, fast_align and NLTK users expect.
+
+Everything returns plain Python lists or NumPy integer arrays. Readers take
+paths as arguments (the library never assumes where data lives) and turn every
+problem a user can cause (missing, unreadable, undecodable or empty files,
+line counts that differ, bad TSV rows) into one :class:`InputError`.
+"""
+
+import collections
+import itertools
+import os
+import re
+
+import numpy as np
+
+from minimal_attn.errors import InputError
+
+UNK = "<unk>"
+_TOKEN_RE = re.compile(r"\w+|[^\w\s]")
+
+
+# ------------------------------------------------------------------ tokenisers
+def tokenize(text):
+    """Lower-case ``text`` and split it on whitespace and punctuation (kept as tokens)."""
+    return _TOKEN_RE.findall(text.lower())
+
+
+def whitespace_tokens(text):
+    """Lower-case ``text`` and split it on whitespace only (the ``ibm1`` CLI rule)."""
+    return text.lower().split()
+
+
+# ------------------------------------------------------------------ vocabulary
+class Vocab:
+    """A word <-> id map with ``<unk>`` at id 0 and a minimum count.
+
+    Words are ordered by decreasing training count, ties alphabetically, so the
+    ids do not depend on the order of the corpus.
+    """
+
+    def __init__(self, itos):
+        self.itos = list(itos)
+        self.stoi = {w: i for i, w in enumerate(self.itos)}
+        if len(self.stoi) != len(self.itos):
+            raise ValueError("vocabulary words must be distinct")
+        self.unk_id = self.stoi.get(UNK)
+
+    @classmethod
+    def build(cls, sentences, min_count=1, unk=True):
+        """Vocabulary of the words seen at least ``min_count`` times in ``sentences``.
+
+        With ``unk=False`` no ``<unk>`` is added and :meth:`encode` rejects
+        unknown words (used when every word of the corpus must keep its name).
+        """
+        if min_count < 1 or int(min_count) != min_count:
+            raise InputError(f"min_count must be an integer >= 1, got {min_count}")
+        counts = collections.Counter(itertools.chain.from_iterable(sentences))
+        kept = sorted(w for w, c in counts.items() if c >= min_count and w != UNK)
+        kept.sort(key=counts.__getitem__, reverse=True)   # stable: ties stay alphabetical
+        return cls(([UNK] if unk else []) + kept)
+
+    def __len__(self):
+        return len(self.itos)
+
+    def __contains__(self, word):
+        return word in self.stoi
+
+    def encode(self, tokens):
+        """Ids of ``tokens`` as an int64 array; unknown words map to ``<unk>``."""
+        if self.unk_id is None:
+            try:
+                return np.array([self.stoi[w] for w in tokens], dtype=np.int64)
+            except KeyError as exc:
+                raise KeyError(f"word {exc.args[0]!r} is not in a vocabulary without <unk>") \
+                    from None
+        get, unk = self.stoi.get, self.unk_id
+        return np.array([get(w, unk) for w in tokens], dtype=np.int64)
+
+    def encode_all(self, sentences):
+        """:meth:`encode` for every sentence: a list of int64 arrays (views of one buffer)."""
+        lengths = np.fromiter(map(len, sentences), dtype=np.int64, count=len(sentences))
+        words = itertools.chain.from_iterable(sentences)
+        if self.unk_id is None:
+            ids = map(self.stoi.__getitem__, words)
+        else:
+            ids = map(self.stoi.get, words, itertools.repeat(self.unk_id))
+        try:
+            flat = np.fromiter(ids, dtype=np.int64, count=int(lengths.sum()))
+        except KeyError as exc:
+            raise KeyError(f"word {exc.args[0]!r} is not in a vocabulary without <unk>") \
+                from None
+        ends = np.cumsum(lengths).tolist()                 # slicing beats np.split 5x here
+        return [flat[e - n:e] for e, n in zip(ends, lengths.tolist())]
+
+    def decode(self, ids):
+        return [self.itos[int(i)] for i in ids]
+
+
+# ------------------------------------------------------------------ raw files
+def read_lines(path, what="file"):
+    """The lines of a UTF-8 text file (newlines stripped); InputError if unusable.
+
+    A file with no non-blank line counts as empty and is rejected.
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise InputError(f"{what} {path} does not exist; check the path")
+    if os.path.isdir(path):
+        raise InputError(f"{what} {path} is a folder; give a text file")
+    try:
+        with open(path, encoding="utf-8") as f:
+            # Iterating splits on \n, \r\n and \r only (unlike str.splitlines,
+            # which also splits on U+2028 etc. and would break line alignment).
+            lines = [line.rstrip("\n") for line in f]
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{what} {path} is not UTF-8 text (byte {exc.start}); "
+                         "convert it to UTF-8") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {path}: {exc.strerror}; "
+                         "check its permissions") from None
+    if any("\x00" in line for line in lines):
+        raise InputError(f"{what} {path} is binary (it contains NUL bytes), not text; "
+                         "give a UTF-8 text file with one sentence per line")
+    if not any(line.strip() for line in lines):
+        raise InputError(f"{what} {path} is empty; give a file with one sentence per line")
+    return lines
+
+
+def read_parallel(src_path, tgt_path, tokenizer=tokenize, drop_empty=True):
+    """Read line-aligned parallel files into two lists of token lists.
+
+    Parameters
+    ----------
+    src_path, tgt_path : path   one sentence per line, line ``n`` of one the
+                                translation of line ``n`` of the other
+    tokenizer : callable        str -> list of str (:func:`tokenize` or
+                                :func:`whitespace_tokens`)
+    drop_empty : bool           drop pairs where either side has no token (an
+                                empty side carries no co-occurrence)
+
+    Returns
+    -------
+    src, tgt : list of list of str, same length
+    """
+    src_lines = read_lines(src_path, "source file")
+    tgt_lines = read_lines(tgt_path, "target file")
+    if len(src_lines) != len(tgt_lines):
+        raise InputError(
+            f"source file {src_path} has {len(src_lines)} lines but target file "
+            f"{tgt_path} has {len(tgt_lines)}; parallel files must be line-aligned")
+    src = [tokenizer(s) for s in src_lines]
+    tgt = [tokenizer(t) for t in tgt_lines]
+    for path, side in ((src_path, src), (tgt_path, tgt)):
+        if not any(w.isprintable() for sentence in side for w in sentence):
+            raise InputError(f"{path} has no usable word (only control characters); "
+                             "give a text file with one sentence per line")
+    if drop_empty:
+        keep = [n for n in range(len(src)) if src[n] and tgt[n]]
+        src, tgt = [src[n] for n in keep], [tgt[n] for n in keep]
+        if not src:
+            raise InputError(f"no line pair of {src_path} and {tgt_path} has words on "
+                             "both sides; check the files")
+    return src, tgt
+
+
+def read_multi30k(folder, split="train", src_lang="de", tgt_lang="en",
+                  tokenizer=tokenize, max_pairs=None):
+    """Read ``<folder>/<split>.<src_lang>`` and ``<split>.<tgt_lang>`` (raw Multi30k layout).
+
+    Returns
+    -------
+    src, tgt : list of list of str   the first ``max_pairs`` non-empty pairs
+    """
+    folder = os.fspath(folder)
+    if not os.path.isdir(folder):
+        raise InputError(f"Multi30k folder {folder} does not exist; give the folder "
+                         f"holding {split}.{src_lang} and {split}.{tgt_lang}")
+    src, tgt = read_parallel(os.path.join(folder, f"{split}.{src_lang}"),
+                             os.path.join(folder, f"{split}.{tgt_lang}"), tokenizer)
+    if max_pairs is not None:
+        src, tgt = src[:max_pairs], tgt[:max_pairs]
+    return src, tgt
+
+
+def read_sst2(path, tokenizer=whitespace_tokens):
+    """Read a GLUE SST-2 TSV file (header ``sentence<TAB>label``, labels 0/1).
+
+    The GLUE text is already lower-cased and tokenised, hence the whitespace
+    tokeniser by default.
+
+    Returns
+    -------
+    sentences : list of list of str
+    labels : int64 array, shape (N,)
+    """
+    lines = read_lines(path, "SST-2 file")
+    header = lines[0].rstrip("\r").split("\t")
+    if [h.strip().lower() for h in header] != ["sentence", "label"]:
+        raise InputError(f"SST-2 file {path} must start with the header "
+                         f"'sentence<TAB>label', found {lines[0][:60]!r}")
+    sentences, labels = [], []
+    for n, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        parts = line.rstrip("\r").split("\t")
+        if len(parts) != 2 or parts[1].strip() not in ("0", "1"):
+            raise InputError(f"SST-2 file {path} line {n} is not 'sentence<TAB>0|1': "
+                             f"{line[:60]!r}")
+        sentences.append(tokenizer(parts[0]))
+        labels.append(int(parts[1]))
+    if not sentences:
+        raise InputError(f"SST-2 file {path} has a header but no rows")
+    return sentences, np.array(labels, dtype=np.int64)
+
+
+def labels_as_targets(labels):
+    """Classification as translation (Section 2.4): each label becomes a one-word output."""
+    return [np.array([int(y)], dtype=np.int64) for y in labels]

@@ -1,0 +1,339 @@
+r"""Paper-size experiments cut into cells that each fit one short GPU job.
+
+GPU time comes in short jobs (about 8 minutes of work each), so every headline
+experiment of both papers is split into *cells* whose results add up across
+jobs in the results store (:mod:`minimal_attn.experiments.results_store`):
+
+* a V&R Table 1 cell is one data set, m, protocol and paradigm with all its
+  seeds (``t1-cifar10-m5-authors-sa``; HateXplain: ``t1-hatexplain1-sa``);
+* a Snell Table 2 cell is one row (``t2-sst2``, ``t2-multi30k``);
+* the permutation-copy figure (Snell Sec. 3.3) and the multi-head rescue
+  (Sec. 5.2, 8 heads) are one cell each;
+* ``tiny-*`` cells run the same code paths in seconds on the CPU (tests), and
+  ``cpu-*`` cells are reduced sizes that finish on the 2-core machine.
+
+:func:`run_cell` runs one cell through the same library call as its command
+(``run_experiment``, ``run_hatexplain``, ``run_agreement``, ``run_synthetic``)
+and writes its record. :func:`estimate_seconds` is the expected wall time on a
+card, from the work of the cell and a measured throughput (:data:`THROUGHPUT`).
+"""
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from minimal_attn.errors import InputError
+from minimal_attn.experiments.results_store import provenance, summarise, write_cell
+
+#: Measured or derived throughput: CNN FCAM training mosaics/s summed over 12
+#: batched seeds at m = 5, one process. H200: 40,400 (HA), 46,800 (SA), 39,800 (LV)
+#: with the authors' networks and Adam, a test evaluation per epoch included
+#: (benchmarks/README.md, 2026-11-26); H100: x 0.75 (its memory bandwidth, 3.35
+#: against 4.8 TB/s); cpu: the 2-core machine, one thread per run (about 350
+#: mosaics/s measured for SA at width 1). The CPU time of the benchmark equalled its
+#: wall time, so one process is bound by kernel launches, and 4 cells side by side
+#: (gpu_cells.sh --parallel 4) ran at about 74,000 mosaics/s together.
+THROUGHPUT = {"h100": 30_000.0, "h200": 40_000.0, "cpu": 350.0}
+#: Seconds per unit of work of the other cells, from what was measured (rough):
+#: * hatexplain: one seed-epoch of the text FCAM (CPU: 4 paradigms x 3 seeds x 10
+#:   epochs took about 3.5 min; GPU: assumed 3x faster, not yet measured);
+#: * agreement: one step of one of the 4 models of a row (H200: 1,000 steps of the
+#:   SST-2 row did not finish in 120 s, so at least 0.03 s a step);
+#: * synthetic: one step of 20 seeds, both conditions (H200: `synthetic copy
+#:   --paper-size --seeds 20 --steps 500` took 66 s); the multi-head cell adds its
+#:   head screening (x 3).
+UNIT_SECONDS = {"hatexplain": {"h100": 0.6, "h200": 0.6, "cpu": 1.75},
+                "agreement": {"h100": 0.04, "h200": 0.03, "cpu": 0.5},
+                "synthetic": {"h100": 0.17, "h200": 0.13, "cpu": 6.0}}
+#: A job's working time: cells longer than this on a card need more than one job.
+JOB_SECONDS = 480
+#: Paper-size FCAM cells score the test set and checkpoint every 10 epochs (and at
+#: the end): both are run control and leave the training itself unchanged.
+PAPER_RUN_CONTROL = {"eval_every": 10, "checkpoint_every": 10}
+PROTOCOL_NAMES = {"authors": "authors' protocol", "paper": "paper's protocol"}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One piece of a paper-size experiment: what it runs and where its data lives."""
+
+    name: str
+    kind: str                    # table1, table2 or synthetic (results_store.KINDS)
+    scale: str                   # paper, cpu or tiny
+    title: str
+    settings: dict = field(default_factory=dict)
+    data: str = ""               # folder name under the data root ("" : none needed)
+    paper: dict = field(default_factory=dict)
+
+
+def _table1_cells():
+    from minimal_attn.experiments.train_report import PAPER_TABLE1
+
+    cells = []
+    for m in (5, 20):
+        for protocol in ("authors", "paper"):
+            for p in ("sa", "ha", "lv", "hybrid"):
+                saif, acc = PAPER_TABLE1["cifar10", m][p]
+                cells.append(Cell(
+                    f"t1-cifar10-m{m}-{protocol}-{p}", "table1", "paper",
+                    f"CIFAR-10, m = {m}, {PROTOCOL_NAMES[protocol]}, {p}",
+                    {"runner": "fcam", "dataset": "cifar10", "m": m, "protocol": protocol,
+                     "paradigm": p, "switch_epoch": "auto", **PAPER_RUN_CONTROL},
+                    "cifar10-full",
+                    {"saif": saif, "accuracy": acc}))
+    from minimal_attn.experiments.hatexplain_report import PAPER_ROWS
+
+    for embedding, tag in (("standard", "hatexplain1"), ("self-attention", "hatexplain2")):
+        row = PAPER_ROWS[embedding]
+        for p in ("sa", "ha", "lv", "hybrid"):
+            cells.append(Cell(
+                f"t1-{tag}-{p}", "table1", "paper", f"{row['name']}, {p} (binary data)",
+                {"runner": "hatexplain", "embedding": embedding, "paradigm": p, "seeds": 12,
+                 "epochs": 10}, "hatexplain",
+                {"saif": row["saif"][p], "accuracy": row["accuracy"][p]}))
+    return cells
+
+
+def _snell_cells():
+    from minimal_attn.experiments.agreement_table import PAPER_NAME, PAPER_TABLE2
+
+    cells = [Cell(f"t2-{d}", "table2", "paper", f"{PAPER_NAME[d]} agreement row",
+                  {"runner": "agreement", "task": task, "dataset": d}, d,
+                  {"row": list(PAPER_TABLE2[PAPER_NAME[d]])})
+             for d, task in (("sst2", "classify"), ("multi30k", "translate"))]
+    cells += [Cell("permute-copy", "synthetic", "paper",
+                   "permutation copy vs its control (Sec. 3.3), 20 seeds",
+                   {"runner": "synthetic", "task": "copy", "seeds": 20, "size": "paper"}),
+              Cell("multihead-8", "synthetic", "paper",
+                   "multi-head rescue (Sec. 5.2, Fig. 6), 8 heads",
+                   {"runner": "synthetic", "task": "multihead", "seeds": 20, "heads": 8,
+                    "pool": 48, "size": "paper"})]
+    return cells
+
+
+def _small_cells():
+    tiny = dict(runner="fcam", dataset="synthetic", m=3, protocol="authors", seeds=2,
+                n_train=20, n_test=10, epochs=2, width=0.25, batch_size=10)
+    cells = [Cell(f"tiny-t1-synthetic-{p}", "table1", "tiny",
+                  f"synthetic images, m = 3, {p} (smoke cell)", dict(tiny, paradigm=p))
+             for p in ("sa", "lv")]
+    cells.append(Cell("tiny-synthetic-copy", "synthetic", "tiny", "copy task (smoke cell)",
+                      {"runner": "synthetic", "task": "copy", "seeds": 2, "size": "tiny"}))
+    from minimal_attn.experiments.train_report import PAPER_TABLE1
+
+    for p in ("sa", "ha", "lv", "hybrid"):
+        saif, acc = PAPER_TABLE1["cifar10", 5][p]
+        cells.append(Cell(
+            f"cpu-t1-cifar10-m5-authors-{p}", "table1", "cpu",
+            f"CIFAR-10, m = 5, authors' protocol, {p} (3,000 mosaics, 12 epochs)",
+            {"runner": "fcam", "dataset": "cifar10", "m": 5, "protocol": "authors",
+             "paradigm": p, "seeds": 5, "n_train": 3000, "n_test": 1000, "epochs": 12,
+             "switch_epoch": "auto"}, "cifar10", {"saif": saif, "accuracy": acc}))
+    return cells
+
+
+def all_cells():
+    """Every cell by name, in the order a GPU job should run them (issue 19)."""
+    order = _table1_cells() + _snell_cells() + _small_cells()
+    first = [c for c in order if c.name.startswith("t1-cifar10-m5-authors")]
+    return {c.name: c for c in first + [c for c in order if c not in first]}
+
+
+def get_cell(name):
+    cells = all_cells()
+    if name not in cells:
+        raise InputError(f"unknown cell {name!r}: `attn-dyn cells list` names them",
+                         param="cell")
+    return cells[name]
+
+
+def estimate_seconds(cell, card):
+    """Expected wall time of ``cell`` on ``card`` (h100, h200, cpu), from its work."""
+    if card not in THROUGHPUT:
+        raise InputError(f"card must be one of {', '.join(THROUGHPUT)}, got {card!r}",
+                         param="card")
+    s = cell.settings
+    if s["runner"] == "fcam":
+        c = _fcam_config(cell, data_dir=None, device="cpu")
+        # training passes plus an evaluation of the test set every eval_every epochs
+        # (forward only: ~1/3 of a training pass)
+        work = c.seeds * c.epochs * (c.n_train + c.n_test / 3 / c.eval_every) * (c.m / 5)
+        batched = 1.0 if c.seeds >= 12 or card == "cpu" else c.seeds / 12
+        return work / (THROUGHPUT[card] * batched)
+    unit = UNIT_SECONDS[s["runner"]][card]
+    if s["runner"] == "hatexplain":
+        return s["seeds"] * s["epochs"] * unit
+    if s["runner"] == "agreement":
+        return 4 * {"classify": 4000, "translate": 20000}[s["task"]] * unit + 60
+    size = _synthetic_size(s)
+    return size["steps"] * unit * s["seeds"] / 20 * (3 if s["task"] == "multihead" else 1)
+
+
+def _fcam_config(cell, data_dir, device, time_limit=None):
+    from minimal_attn.experiments.config import ExperimentConfig, apply_protocol
+
+    s = dict(cell.settings)
+    given = {k: s[k] for k in ("seeds", "n_train", "n_test", "epochs", "width", "batch_size")
+             if k in s}
+    control = {k: s[k] for k in ("eval_every", "checkpoint_every") if k in s}
+    c = ExperimentConfig(backend="torch", dataset=s["dataset"], data_dir=data_dir, m=s["m"],
+                         paradigms=[s["paradigm"]], switch_epoch=s.get("switch_epoch"),
+                         device=device, batch_seeds=True, time_limit=time_limit,
+                         **given, **control)
+    return apply_protocol(c, s["protocol"], explicit=set(given))
+
+
+def _synthetic_size(s):
+    from minimal_attn.backends.snell.synthetic_train import SYNTHETIC_SIZES
+
+    return dict(SYNTHETIC_SIZES["cpu" if s["size"] == "tiny" else s["size"]],
+                **({"steps": 20, "hidden": 8} if s["size"] == "tiny" else {}))
+
+
+def _run_fcam(cell, data_dir, work, device, log, time_limit=None):
+    from minimal_attn.backends.vr.table1 import run_experiment
+
+    c = _fcam_config(cell, data_dir, device, time_limit)
+    results, meta = run_experiment(c, out=work, resume=True, log=log)
+    result = fcam_result(results, meta, cell.settings["paradigm"])
+    settings = {k: meta[k] for k in ("dataset", "m", "protocol", "optimizer", "focus_init",
+                                     "classifier", "stop_loss", "epochs", "batch_size",
+                                     "n_train", "n_test", "width", "lr", "switch_epoch",
+                                     "eval_every", "time_limit")}
+    return result, dict(settings, seeds=len(meta["seeds"])), meta["device"]
+
+
+def fcam_result(results, meta, paradigm):
+    """A record's ``result`` for one paradigm of ``run_experiment``'s (results, meta)."""
+    per_seed = {split: results[paradigm][split]["per_seed"] for split in ("train", "test")}
+    result = {split: {k: summarise([s[k] for s in per_seed[split]])
+                      for k in ("accuracy", "saif")} for split in ("train", "test")}
+    # training time summed over seeds, kept across resumes (batched seeds: their shares)
+    result["train_seconds"] = sum(s["seconds"] for s in per_seed["test"])
+    result["stopped_epochs"] = meta["stopped_epochs"][paradigm]
+    result["epochs_run"] = meta["epochs_run"][paradigm]
+    result["time_limited"] = meta.get("time_limited", {}).get(paradigm, {})
+    return result
+
+
+def _run_hatexplain(cell, data_dir, work, device, log, time_limit=None):
+    from minimal_attn.backends.vr.text_train import (
+        HateXplainConfig,
+        TextTrainConfig,
+        run_hatexplain,
+    )
+
+    s = cell.settings
+    config = HateXplainConfig(train=TextTrainConfig(embedding=s["embedding"], epochs=s["epochs"],
+                                                    device=device),
+                              paradigms=(s["paradigm"],), seeds=s["seeds"])
+    results, meta = run_hatexplain(config, data_dir, out_dir=work, resume=True, log=log)
+    entry = results[s["paradigm"]]
+    result = {split: {k: summarise([x[k] for x in entry[split]["per_seed"]])
+                      for k in ("accuracy", "saif")} for split in ("train", "test")}
+    return result, {k: meta[k] for k in ("embedding", "epochs", "lr", "batch_size")}, \
+        meta["device"]
+
+
+def _run_agreement(cell, data_dir, work, device, log, time_limit=None):
+    from minimal_attn.backends.snell.agreement import AgreementConfig, run_agreement
+
+    s = cell.settings
+    config = AgreementConfig(task=s["task"], dataset=s["dataset"], data_dir=data_dir,
+                             device=None if device == "auto" else device)
+    out = run_agreement(config, work)
+    return agreement_result(out), {"task": s["task"], "dataset": s["dataset"]}, str(device)
+
+
+def agreement_result(out):
+    """A record's ``result`` from ``run_agreement``'s agreement.json dict (one Table 2 row)."""
+    from minimal_attn.experiments.agreement_table import COLUMNS
+
+    return {"row": [out.get(k) for k in COLUMNS], "columns": list(COLUMNS),
+            "performance": out["runs"]["standard"][-1]["val_perf"],
+            "performance_name": out["performance"]}
+
+
+def _run_synthetic(cell, data_dir, work, device, log, time_limit=None):
+    from minimal_attn.backends.snell.synthetic_experiments import run_synthetic
+    from minimal_attn.backends.snell.synthetic_train import SyntheticConfig
+
+    s = cell.settings
+    size = _synthetic_size(s)
+    config = SyntheticConfig(steps=size["steps"], hidden=size["hidden"], embed=size["embed"],
+                             batch_size=size["batch_size"], lr=size["lr"],
+                             eval_every=max(1, size["steps"] // 20),
+                             device="cpu" if device in ("auto", "cpu") else device)
+    out = run_synthetic(s["task"], config, seeds=s["seeds"], heads=s.get("heads", 8),
+                        pool=s.get("pool", 24), out_dir=work, resume=True)
+    conditions = {name: {"seeds": len(c["seeds"]),
+                         "converged_fraction": c["converged_fraction"],
+                         "failed_fraction": c["failed_fraction"]}
+                  for name, c in out["conditions"].items()}
+    return {"conditions": conditions}, dict(size, task=s["task"], seeds=s["seeds"]), \
+        config.device
+
+
+RUNNERS = {"fcam": _run_fcam, "hatexplain": _run_hatexplain, "agreement": _run_agreement,
+           "synthetic": _run_synthetic}
+
+
+def run_cell(name, data_root, results_dir="results", work_root="runs/cells", device="auto",
+             log=None, command=None, time_limit=None):
+    """Run one cell and write its record; returns the record.
+
+    ``time_limit`` (seconds, Table 1 cells of the CNN FCAM): training ends at the
+    first epoch boundary after it, the seeds are evaluated as they stand, and the
+    record names the seeds cut short (``result.time_limited``) beside the epochs
+    each ran, so a partial cell is never read as a finished one.
+
+    ``data_root`` holds the cell's data folder (``cell.data``: ``cifar10`` the
+    subset, ``cifar10-full`` the complete CIFAR-10 as ``cifar-10-batches-py``,
+    ``hatexplain``, ``sst2``, ``multi30k``). The run's own files (checkpoints,
+    histories, figures) go to ``work_root/<name>``, and a rerun resumes there.
+    """
+    cell = get_cell(name)
+    data_dir = None
+    if cell.data:
+        data_dir = os.path.join(data_root, cell.data) if data_root else None
+        if data_dir is None or not os.path.isdir(data_dir):
+            raise InputError(f"cell {name} needs the folder {cell.data} under the data root "
+                             f"({data_root}); see `attn-dyn cells list`", param="data_root")
+    work = os.path.join(work_root, name)
+    t0 = time.perf_counter()
+    if time_limit is not None and cell.settings["runner"] != "fcam":
+        raise InputError(f"time_limit applies to the CNN FCAM cells (t1-cifar10-*); cell "
+                         f"{name} runs to its end", param="time_limit")
+    result, settings, used = RUNNERS[cell.settings["runner"]](
+        cell, data_dir, work, device, log or (lambda line: None), time_limit)
+    record = {"format": 1, "cell": name, "kind": cell.kind, "scale": cell.scale,
+              "title": cell.title, "settings": settings, "result": result,
+              "paper": cell.paper or None,
+              "provenance": provenance(time.perf_counter() - t0, used,
+                                       cell.settings.get("protocol"), command)}
+    write_cell(results_dir, record)
+    return record
+
+
+def plot_cells(names, work_root, path, title="Training curves (mean over seeds)"):
+    """Mean a_z and training loss per epoch of the Table 1 cells ``names``, from each
+    cell's ``work_root/<name>/history.jsonl``; writes the figure to ``path``."""
+    import json
+
+    from minimal_attn.experiments.plots import plot_training_curves
+
+    histories = {}
+    for name in names:
+        get_cell(name)
+        source = os.path.join(work_root, name, "history.jsonl")
+        if not os.path.isfile(source):
+            raise InputError(f"cell {name} has no history in {work_root} ({source} is "
+                             "missing): run it there first, or pass --work", param="work")
+        with open(source) as f:
+            try:
+                histories[name] = [json.loads(line) for line in f if line.strip()]
+            except json.JSONDecodeError as err:
+                raise InputError(f"{source} is not JSON lines ({err}); rerun the cell "
+                                 "to rewrite it") from None
+    plot_training_curves(histories, path, title)
+    return path

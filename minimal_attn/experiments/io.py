@@ -1,0 +1,197 @@
+"""Result files that are complete or absent: never half-written, checked before the work.
+
+* :func:`check_output_dir` / :func:`check_output_file`: before any computing,
+  refuse an output path that cannot be written (without creating anything);
+* :func:`atomic_open` and the ``write_*`` helpers: a temporary sibling moved
+  into place with :func:`os.replace` (atomic on POSIX and Windows);
+* :func:`staged_folder`: a set of files that appears all together or not at
+  all; the folder is created only when the files are ready to be written;
+* :func:`undo_on_refusal`: a run refused midway (it diverged, a file it reads
+  back is bad) removes what it created, so ``out`` is as it was before.
+
+Every failure to write becomes an :class:`~minimal_attn.errors.InputError`
+naming the parameter (``out`` by default).
+"""
+
+import contextlib
+import csv
+import json
+import os
+import shutil
+import tempfile
+
+from minimal_attn.errors import InputError
+
+
+def _nearest_existing(path):
+    """The deepest existing ancestor of ``path`` (``path`` itself if it exists)."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return path
+
+
+def _probe(folder, path, param):
+    """Create and delete a temporary file in ``folder``: the only reliable writability test
+    (``os.access`` says yes to root in /sys and /proc, where creating a file fails)."""
+    if not os.path.isdir(folder):
+        raise InputError(f"cannot write '{path}': '{folder}' is a file, not a folder; "
+                         f"choose another {param}", param=param)
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise InputError(f"cannot write to '{path}': {exc.strerror or exc}; "
+                         f"choose a writable {param}", param=param) from None
+
+
+def check_output_dir(path, param="out"):
+    """Refuse an output folder that cannot be created or written; create nothing."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise InputError(f"{param} '{path}' is a file; give a folder", param=param)
+    _probe(_nearest_existing(path), path, param)
+    return path
+
+
+def check_output_file(path, param="out"):
+    """Refuse an output file path that is a folder or cannot be written; create nothing."""
+    if os.path.isdir(path):
+        raise InputError(f"{param} '{path}' is a folder; give a file name", param=param)
+    _probe(_nearest_existing(os.path.dirname(os.path.abspath(path))), path, param)
+    return path
+
+
+def ensure_dir(path, param="out"):
+    """Create ``path`` (and parents) or raise InputError if it cannot be written."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create output folder '{path}': {exc.strerror or exc}; "
+                         f"choose a writable {param}", param=param) from None
+    _probe(path, path, param)
+    return path
+
+
+@contextlib.contextmanager
+def atomic_open(path, mode="w", param="out", **kwargs):
+    """Open a temporary sibling of ``path``; on success move it onto ``path``.
+
+    The parent folder is created here, at write time. An OSError (disk full,
+    permissions changed since the check) becomes an InputError and leaves no
+    temporary file behind.
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=folder)
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}; "
+                         f"choose a writable {param}", param=param) from None
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)      # mkstemp makes 0600; results are ordinary files
+    try:
+        with os.fdopen(fd, mode, **kwargs) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise InputError(f"cannot write {path}: {exc.strerror or exc}; "
+                             f"choose a writable {param}", param=param) from None
+        raise
+
+
+@contextlib.contextmanager
+def staged_folder(path, param="out"):
+    """Yield a staging folder; on success move its files into ``path`` together.
+
+    ``path`` is created only now (so a failed or interrupted run leaves no empty
+    folder); on any failure the staged files are deleted and a folder created
+    here is removed again.
+    """
+    created = not os.path.isdir(path)
+    ensure_dir(path, param)
+    stage = None
+    try:
+        stage = tempfile.mkdtemp(prefix=".staging-", dir=path)
+        yield stage
+        for name in sorted(os.listdir(stage)):
+            os.replace(os.path.join(stage, name), os.path.join(path, name))
+    except BaseException as exc:
+        if created:
+            shutil.rmtree(path, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise InputError(f"cannot write to {path}: {exc.strerror or exc}; "
+                             f"choose a writable {param}", param=param) from None
+        raise
+    finally:
+        if stage is not None and os.path.isdir(stage):
+            shutil.rmtree(stage, ignore_errors=True)
+
+
+def _tree(path):
+    """Every path under ``path`` (and ``path`` itself), or an empty set if it does not exist."""
+    if not os.path.lexists(path):
+        return set()
+    found = {os.path.abspath(path)}
+    for root, dirs, files in os.walk(path):
+        found.update(os.path.abspath(os.path.join(root, n)) for n in dirs + files)
+    return found
+
+
+@contextlib.contextmanager
+def undo_on_refusal(path):
+    """On InputError inside the block, delete what it created under ``path`` (then re-raise).
+
+    Files and folders that existed before are kept (a checkpoint the run
+    resumed from and then advanced stays a valid checkpoint). Ctrl-C keeps
+    everything: the checkpoints are what a rerun continues from.
+    """
+    before = _tree(path) if path is not None else set()
+    folders = {p: os.stat(p) for p in before if os.path.isdir(p) and not os.path.islink(p)}
+    try:
+        yield
+    except InputError:
+        if path is not None:
+            for new in sorted(_tree(path) - before, key=len, reverse=True):  # children first
+                with contextlib.suppress(OSError):
+                    if os.path.isdir(new) and not os.path.islink(new):
+                        os.rmdir(new)
+                    else:
+                        os.unlink(new)
+            for folder, st in folders.items():     # their listings are as before: so the times
+                with contextlib.suppress(OSError):
+                    os.utime(folder, ns=(st.st_atime_ns, st.st_mtime_ns))
+        raise
+
+
+def write_json(path, obj):
+    with atomic_open(path, "w") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")
+
+
+def write_csv(path, header, rows):
+    with atomic_open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+
+
+def write_text(path, text):
+    with atomic_open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def save_figure(fig, path, **kwargs):
+    """Save a matplotlib figure atomically (format from ``path``'s extension)."""
+    fmt = os.path.splitext(path)[1].lstrip(".") or "png"
+    with atomic_open(path, "wb") as f:
+        fig.savefig(f, format=fmt, **kwargs)

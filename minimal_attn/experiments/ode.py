@@ -1,0 +1,188 @@
+r"""``attn-dyn ode`` as a library call: Figure 4 of V&R, its settings, files and summary.
+
+Vashisht & Ramaswamy (2023), Section 4, Theorems 1-2: the gradient-flow ODEs of
+the classifier margin :math:`\mu(t)` and the focus score :math:`\nu(t)` on the
+linear-orthogonal population, optionally with simulated gradient descent on
+the exact population beside them (:mod:`.dynamics`).
+
+>>> from minimal_attn.experiments.ode import OdeConfig, run_ode, write_ode
+>>> result = run_ode(OdeConfig(paradigms=("lv",), m=5, n_classes=3, t_max=10))
+>>> bool(result[0]["curves"]["lv"]["mu"][-1] > 0)
+True
+>>> write_ode(result, "runs/ode-lv")                     # doctest: +SKIP
+['ode_lv.csv', 'ode.png']
+"""
+
+import dataclasses
+import math
+import os
+from typing import Optional, Sequence
+
+from minimal_attn.errors import InputError, check_alpha, check_int_at_least, check_positive
+from minimal_attn.experiments.resources import MAX_STEPS, check_memory
+from minimal_attn.losses import LOSS_PARADIGMS
+
+#: Figure 4's two settings (m, C, t_max), used when neither m nor n_classes is given.
+FIGURE4_SETTINGS = ((5, 3, 100.0), (20, 20, 1000.0))
+COLUMNS = ("t", "mu", "nu", "alpha", "beta")
+
+
+@dataclasses.dataclass
+class OdeConfig:
+    """What ``attn-dyn ode`` solves (every field is also a command-line option)."""
+
+    paradigms: Sequence[str] = LOSS_PARADIGMS  # losses of Theorems 1-2: sa, ha, lv
+    m: Optional[int] = None          # segments per mosaic; m and n_classes both None: Figure 4
+    n_classes: Optional[int] = None  # classes C; a missing one takes Figure 4's first setting
+    t_max: Optional[float] = None    # final time; None: 100 (1000 for m = C = 20)
+    alpha: Optional[float] = None    # frozen foreground attention (Theorem 1); None: Theorem 2
+    simulate: bool = False           # also run gradient descent on the exact population
+    lr: float = 0.02                 # simulation step; step k sits at time k * lr
+    t_eval: Optional[Sequence[float]] = None  # times to report; None: 401 points in [0, t_max]
+
+
+def settings(cfg):
+    """The validated (m, C, t_max) settings of ``cfg``."""
+    if cfg.m is None and cfg.n_classes is None:
+        out = [(m, c, t if cfg.t_max is None else cfg.t_max) for m, c, t in FIGURE4_SETTINGS]
+    else:
+        m0, c0, t0 = FIGURE4_SETTINGS[0]
+        out = [(m0 if cfg.m is None else cfg.m, c0 if cfg.n_classes is None else cfg.n_classes,
+                t0 if cfg.t_max is None else cfg.t_max)]
+    for m, c, t in out:
+        check_int_at_least("m (segments per mosaic)", m, 2, param="m")
+        check_int_at_least("n_classes", c, 2, param="n_classes")
+        check_positive("t_max", t, param="t_max")
+    return out
+
+
+def _t_end(setting, t_eval):
+    return max([setting[2]] + list(t_eval or []))
+
+
+def validate(cfg):
+    """Check ``cfg`` and refuse a simulation too long or too big for this machine."""
+    from minimal_attn.errors import check_paradigm
+
+    for p in cfg.paradigms:
+        check_paradigm(p, LOSS_PARADIGMS)
+    if not cfg.paradigms:
+        raise InputError("paradigms is empty: give sa, ha or lv", param="paradigms")
+    if cfg.alpha is not None:
+        check_alpha(cfg.alpha, "alpha", param="alpha")
+    check_positive("lr", cfg.lr, param="lr")
+    if cfg.t_eval is not None:
+        bad = [t for t in cfg.t_eval if not (math.isfinite(t) and t >= 0)]
+        if bad or not len(cfg.t_eval):
+            raise InputError(f"t_eval times must be finite numbers >= 0, got {bad[:1] or '[]'}",
+                             param="t_eval")
+    runs = settings(cfg)
+    if cfg.simulate:
+        steps = sum(round(_t_end(s, cfg.t_eval) / cfg.lr) for s in runs) * len(cfg.paradigms)
+        if steps > MAX_STEPS:
+            raise InputError(f"simulating would take {steps:.3g} gradient steps (limit "
+                             f"{MAX_STEPS:.0e}); lower t_max or t_eval, or raise lr",
+                             param=("t_max", "t_eval", "lr"))
+        for m, c, _ in runs:   # exact population X (2 C m, m, C + 2), ~4 such arrays at once
+            check_memory(4 * 8 * 2 * c * m * m * (c + 2),
+                         f"simulating {m} segments and {c} classes",
+                         param=("m", "n_classes"))
+    return runs
+
+
+def work_units(cfg):
+    """Progress units of :func:`run_ode`: one per ODE solve and per simulated step."""
+    runs = settings(cfg)
+    steps = sum(round(_t_end(s, cfg.t_eval) / cfg.lr) for s in runs) if cfg.simulate else 0
+    return len(cfg.paradigms) * (len(runs) + steps)
+
+
+def run_ode(cfg, progress=None):
+    """Solve (and optionally simulate) every paradigm at every setting of ``cfg``.
+
+    Returns
+    -------
+    list of dict, one per setting: ``{"m", "C", "alpha", "curves": {paradigm: result}}``
+    with ``result`` the dict of :func:`minimal_attn.ode.solve` (arrays ``t``, ``mu``,
+    ``nu``, ``alpha``, ``beta``) plus ``"simulated"`` (same keys) when simulating.
+    """
+    from minimal_attn import dynamics, ode
+
+    runs = validate(cfg)
+    tick = progress or (lambda n: None)
+    out = []
+    for m, c, t_max in runs:
+        curves = {}
+        for p in cfg.paradigms:
+            t_end = _t_end((m, c, t_max), cfg.t_eval)
+            res = ode.solve(p, m, c, t_end, alpha=cfg.alpha, t_eval=cfg.t_eval)
+            tick(1)
+            if cfg.simulate:
+                res["simulated"] = dynamics.simulate(p, m, c, t_end, lr=cfg.lr, alpha=cfg.alpha,
+                                                     t_eval=cfg.t_eval, progress=tick)
+            curves[p] = res
+        out.append({"m": m, "C": c, "alpha": cfg.alpha, "curves": curves})
+    return out
+
+
+def file_names(result):
+    """``{file name: (setting, paradigm, simulated?)}``: ``ode_<p>[_m<m>_C<C>][_simulated].csv``."""
+    names = {}
+    for s in result:
+        tag = "" if len(result) == 1 else f"_m{s['m']}_C{s['C']}"
+        for p, res in s["curves"].items():
+            names[f"ode_{p}{tag}.csv"] = res
+            if "simulated" in res:
+                names[f"ode_{p}{tag}_simulated.csv"] = res["simulated"]
+    return names
+
+
+def write_ode(result, out):
+    """Write the CSVs (columns t, mu, nu, alpha, beta) and ``ode.png`` into ``out``, all or none."""
+    from minimal_attn.experiments.io import staged_folder, write_csv
+    from minimal_attn.experiments.ode_plot import plot_trajectories
+
+    with staged_folder(out) as stage:
+        for name, res in file_names(result).items():
+            write_csv(os.path.join(stage, name), list(COLUMNS),
+                      zip(*(res[k] for k in COLUMNS)))
+        plot_trajectories(result, os.path.join(stage, "ode.png"))
+    return sorted(file_names(result)) + ["ode.png"]
+
+
+def _series(res):
+    """JSON-ready lists; a frozen nu of +-inf (alpha = 1 or 0) becomes null."""
+    return {k: [float(v) if math.isfinite(v) else None for v in res[k]] for k in COLUMNS}
+
+
+def ode_json(result):
+    """``{paradigm: {t, mu, nu, alpha, beta, m, C[, simulated][, settings]}}`` (first setting;
+    ``settings`` lists every setting's series when there are several)."""
+    first, payload = result[0], {}
+    for p, res in first["curves"].items():
+        entry = dict(_series(res), m=first["m"], C=first["C"])
+        if "simulated" in res:
+            entry["simulated"] = _series(res["simulated"])
+        if len(result) > 1:
+            entry["settings"] = [dict(_series(s["curves"][p]), m=s["m"], C=s["C"])
+                                 for s in result]
+        payload[p] = entry
+    return payload
+
+
+def summary(result):
+    """A plain-text table: the final mu, nu, alpha, beta of every paradigm and setting."""
+    lines = []
+    for s in result:
+        sim = any("simulated" in r for r in s["curves"].values())
+        lines.append(f"m = {s['m']}, C = {s['C']}" +
+                     ("" if s["alpha"] is None else f", alpha = {s['alpha']:g} (Theorem 1)"))
+        lines.append(f"  {'paradigm':8s} {'t':>9s} {'mu':>9s} {'nu':>9s} {'alpha':>7s} "
+                     f"{'beta':>7s}" + ("   |mu - mu_GD|" if sim else ""))
+        for p, r in s["curves"].items():
+            line = (f"  {p:8s} {r['t'][-1]:9.3g} {r['mu'][-1]:9.4f} {r['nu'][-1]:9.4f} "
+                    f"{r['alpha'][-1]:7.4f} {r['beta'][-1]:7.4f}")
+            if sim:
+                line += f"   {abs(r['mu'][-1] - r['simulated']['mu'][-1]):.2e}"
+            lines.append(line)
+    return "\n".join(lines)

@@ -1,0 +1,127 @@
+r"""Figures of Vashisht & Ramaswamy (2023), drawn with matplotlib (Agg, no display).
+
+* :func:`plot_fixed_focus_losses`: Figure 2, fixed-focus loss against epochs;
+* :func:`plot_incentives`: Figure 3, focus-improvement incentive against epochs;
+* :func:`plot_training_curves`: mean a_z and training loss per epoch of trained
+  FCAMs (the Table 1 runs, e.g. a set of cells).
+
+Both take the result of :func:`minimal_attn.fixed_focus.fixed_focus_curves`,
+``{paradigm: {alpha: {"epoch", "loss", "incentive", ...}}}`` (alpha keys may be
+numbers or the strings printed on the command line), draw one panel per
+paradigm and one curve per alpha, coloured along a colour map, and the closed
+form (``loss_closed_form`` / ``incentive_closed_form``, when present and not
+None) dashed on top. Files are written atomically with :func:`io.save_figure`.
+"""
+
+import numpy as np
+
+from minimal_attn.experiments.io import save_figure
+
+PARADIGM_TITLES = {"sa": "soft attention (SA)", "ha": "hard attention (HA)",
+                   "lv": "latent variable (LV)"}
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _panels(result, key, ylabel, title, path, log_y):
+    """One panel per paradigm, one curve per alpha; the closed form ``key + '_closed_form'``."""
+    plt = _pyplot()
+    paradigms = list(result)
+    fig, axes = plt.subplots(1, len(paradigms), figsize=(4.2 * len(paradigms) + 1.4, 3.8),
+                             squeeze=False, sharey=log_y)
+    for ax, p in zip(axes[0], paradigms):
+        curves = result[p]
+        colours = plt.cm.viridis(np.linspace(0.0, 0.9, max(len(curves), 1)))
+        for colour, (alpha, c) in zip(colours, sorted(curves.items(),
+                                                      key=lambda kv: float(kv[0]))):
+            epoch, y = np.asarray(c["epoch"]), np.asarray(c[key], dtype=float)
+            if log_y:   # a loss is > 0; guard the plot against an exact 0 all the same
+                y = np.where(y > 0, y, np.nan)
+            ax.plot(epoch, y, color=colour, lw=1.8, label=f"α = {float(alpha):g}")
+            exact = c.get(key + "_closed_form")
+            if exact is not None:
+                ax.plot(epoch, exact, color="black", lw=0.9, ls="--", alpha=0.8)
+        if log_y:
+            ax.set_yscale("log")
+            # plain numbers ("1.1", "0.2") rather than "1.1 x 10^0" on a narrow log range
+            from matplotlib.ticker import LogFormatter
+
+            ax.yaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
+            ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False,
+                                                      minor_thresholds=(1, 0.4)))
+        ax.set_title(PARADIGM_TITLES.get(p, p))
+        ax.set_xlabel("epoch")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+    handles, labels = axes[0][-1].get_legend_handles_labels()
+    if any(c.get(key + "_closed_form") is not None for cs in result.values()
+           for c in cs.values()):
+        handles.append(plt.Line2D([], [], color="black", lw=0.9, ls="--"))
+        labels.append("closed form")
+    # fixed margins (tight_layout costs seconds on log axes), the legend right of the
+    # panels; bbox_inches="tight" then grows the canvas so that no tick label is clipped
+    fig.subplots_adjust(left=0.85 / fig.get_figwidth(), right=1 - 1.45 / fig.get_figwidth(),
+                        bottom=0.14, top=0.84, wspace=0.35)
+    fig.legend(handles, labels, fontsize=8, loc="center right", frameon=False)
+    fig.suptitle(title)
+    save_figure(fig, path, dpi=120, bbox_inches="tight", pad_inches=0.1)
+    plt.close(fig)
+
+
+def plot_fixed_focus_losses(result, path):
+    r"""Figure 2: :math:`L^{FF}(g_{\alpha,t}, \alpha)` per epoch, log-scale loss axis."""
+    _panels(result, "loss", "fixed-focus loss", "Fixed-focus loss (focus frozen at α)",
+            path, log_y=True)
+
+
+def plot_incentives(result, path):
+    r"""Figure 3: the incentive :math:`\delta_{\alpha,t}` per epoch, linear axis.
+
+    :math:`\delta_{\alpha,t} = L^{FF}(g_{\alpha,t}, \alpha) - L^{FF}(g_{\alpha,t}, \alpha')`
+    is 0 at epoch 0 (and for alpha = 1), so a log axis would hide the start.
+    """
+    _panels(result, "incentive", "incentive δ", "Focus-improvement incentive "
+            "L(g, α) − L(g, α′), α′ = min(α + δα, 1)", path, log_y=False)
+
+
+def plot_training_curves(histories, path, title="Training curves (mean over seeds)"):
+    """Mean a_z and mean training loss per epoch, one curve per run, seeds averaged.
+
+    ``histories``: ``{label: [record, ...]}`` with the history records of
+    ``train_loop.run_epochs`` (``seed``, ``epoch``, ``loss``, ``mean_a_z``);
+    labels ending in ``-sa``/``-ha``/``-lv``/``-hybrid`` share a colour, and a
+    label holding ``paper`` is dashed (the paper's protocol beside the authors').
+    An epoch is averaged over the seeds that ran it; the curve thins where seeds
+    have stopped. A dotted line marks 1/m where the records carry ``m``.
+    """
+    plt = _pyplot()
+    colours = {"sa": "tab:blue", "ha": "tab:orange", "lv": "tab:green",
+               "hybrid": "tab:red"}
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for label, records in histories.items():
+        by_epoch = {}
+        for r in records:
+            by_epoch.setdefault(int(r["epoch"]), []).append(r)
+        epochs = sorted(by_epoch)
+        style = dict(color=colours.get(label.rsplit("-", 1)[-1]),
+                     ls="--" if "paper" in label else "-", lw=1.6, label=label)
+        for ax, key in zip(axes, ("mean_a_z", "loss")):
+            ax.plot(epochs, [np.mean([r[key] for r in by_epoch[e]]) for e in epochs],
+                    **style)
+    for ax, ylabel in zip(axes, ("mean training a_z", "mean training loss")):
+        ax.set_xlabel("epoch")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+    axes[1].set_yscale("log")
+    axes[1].legend(fontsize=7, frameon=False)
+    fig.suptitle(title)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=120)
+    plt.close(fig)

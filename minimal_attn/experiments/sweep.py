@@ -1,0 +1,160 @@
+r"""A sweep: a grid of Table 1 cells run by an engine, resumable, merged into one result set.
+
+``attn-dyn sweep`` is :func:`run_sweep`. The grid (:mod:`minimal_attn.experiments.sweep_grid`)
+expands into cells; each cell runs where the engine puts it
+(:mod:`minimal_attn.experiments.sweep_engines`) and leaves its files under
+``OUT/cells/NAME/`` and its record ``OUT/cells/NAME.json``; the driver then
+merges the records (:mod:`minimal_attn.experiments.sweep_report`).
+
+Nothing lost, nothing done twice:
+
+* a cell whose record exists and matches its settings is skipped;
+* every other cell resumes from its own checkpoints (a worker that died, a
+  driver that was killed); a record of other settings makes its cell start
+  afresh;
+* ``OUT/sweep.json`` keeps the grid, so ``resume=True`` needs no grid again;
+* a cell that fails is reported in one line with its log; every other cell
+  still runs, and the caller learns of the failure from the return value.
+"""
+
+import json
+import os
+import sys
+
+from minimal_attn.errors import InputError
+from minimal_attn.experiments.io import check_output_dir, ensure_dir, write_json
+from minimal_attn.experiments.sweep_cell import CRASH_STATUS, make_task, read_record, record_status
+from minimal_attn.experiments.sweep_engines import make_engine
+from minimal_attn.experiments.sweep_grid import expand, operational
+from minimal_attn.experiments.sweep_report import write_merged
+
+#: Test hook: set, the driver exits (as if killed) right after it submitted its first jobs.
+DRIVER_CRASH_ENV = "ATTN_DYN_SWEEP_DRIVER_CRASH"
+
+
+def sweep_file(out):
+    return os.path.join(out, "sweep.json")
+
+
+def stored_grid(out):
+    """The grid of the sweep in ``out`` (``resume`` without a grid), or InputError."""
+    try:
+        with open(sweep_file(out)) as f:
+            return json.load(f)["grid"]
+    except FileNotFoundError:
+        raise InputError(f"nothing to resume: {out} holds no sweep.json; give the grid "
+                         "(--grid or --grid-file)", param="out") from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"{sweep_file(out)} cannot be read ({type(exc).__name__}); give "
+                         "the grid again", param="out") from None
+
+
+def headline(record):
+    """Test accuracy and SAIF, mean ± std over seeds (%); Table 2: A(α,β) and performance."""
+    if record["kind"] == "table2":
+        from minimal_attn.experiments.sweep_table2 import headline
+
+        return headline(record)
+    test = record["result"]["test"]
+    return ", ".join(f"test {label} {100 * test[k]['mean']:.1f} ± {100 * test[k]['std']:.1f}%"
+                     for k, label in (("accuracy", "accuracy"), ("saif", "SAIF")))
+
+
+class _Counts:
+    def __init__(self, total):
+        self.total, self.done, self.failed, self.running = total, 0, 0, 0
+
+    def line(self, waiting):
+        return (f"[done {self.done}/{self.total}, running {self.running}, failed "
+                f"{self.failed}, waiting {waiting}]")
+
+
+def run_sweep(out, grid=None, engine="local", resume=False, engine_options=None,
+              retries=2, log=None, command=None):
+    """Run every cell of ``grid`` not yet done on ``engine``; write the merged result set.
+
+    ``grid``: ``{key: [values]}`` (None with ``resume``: the grid in
+    ``out/sweep.json``); ``engine_options``: keyword arguments of
+    :func:`~minimal_attn.experiments.sweep_engines.make_engine`; ``log(line)``: progress.
+    Returns ``{"cells", "done", "skipped", "failed": {name: error}}``. Every check
+    (grid, settings, ``out``, the engine's extra) comes before anything is written.
+    """
+    log = log or (lambda line: None)
+    check_output_dir(out)
+    if grid is None:
+        if not resume:
+            raise InputError("give the grid (--grid or --grid-file), or --resume to "
+                             "continue the sweep in out", param="grid")
+        grid = stored_grid(out)
+    cells = expand(grid)
+    extra = operational(grid)
+    runner = make_engine(engine, out, retries=retries, **(engine_options or {}))
+    try:
+        ensure_dir(out)
+        write_json(sweep_file(out), {"format": 1, "grid": grid,
+                                     "cells": [c.name for c in cells]})
+        report = _drive(out, cells, extra, runner, retries, log, command)
+    finally:
+        runner.close()
+    entries, missing = write_merged(out, [c.name for c in cells], grid)
+    log(f"merged {len(entries)} of {len(cells)} cells into {out}: results.json, summary.csv, "
+        "summary.md, figures/")
+    return report
+
+
+def _drive(out, cells, extra, runner, retries, log, command):
+    counts, waiting, skipped = _Counts(len(cells)), [], []
+    for cell in cells:
+        status = record_status(out, cell)
+        if status == "done":
+            counts.done += 1
+            skipped.append(cell.name)
+            log(f"{cell.name}: already done ({headline(read_record(out, cell.name))})")
+        else:
+            waiting.append(make_task(cell, out, extra, resume=status != "stale",
+                                     command=command or ["attn-dyn", *sys.argv[1:]]))
+    if skipped:
+        log(f"{len(skipped)} of {len(cells)} cells already done; {len(waiting)} to run on "
+            f"{runner.name}")
+    running, failed, tries = [], {}, {}
+    if hasattr(runner, "reattach"):        # jobs of a killed driver may still run
+        running, waiting = runner.reattach(waiting)
+        for job, tasks in running:
+            log(f"job {job.job_id} of an earlier driver still runs "
+                f"{', '.join(t['cell'].name for t in tasks)}: waiting for it")
+    while waiting or running:
+        while waiting and len(running) < runner.parallel:
+            batch, waiting = waiting[:runner.cells_per_job], waiting[runner.cells_per_job:]
+            running.append(runner.start(batch))
+        if os.environ.get(DRIVER_CRASH_ENV):
+            os._exit(CRASH_STATUS)           # test hook: the driver killed mid-sweep
+        counts.running = sum(len(h[1]) for h in running)
+        for handle, outcomes in runner.finished(running, timeout=5.0):
+            running = [h for h in running if h is not handle]
+            retry, mine = [], {t["cell"].name: t for t in handle[1]}
+            for outcome in outcomes:
+                name, task = outcome["cell"], mine.get(outcome["cell"])
+                if task is None:           # a reattached job's cell done or not in the grid
+                    continue
+                counts.running -= 1
+                if outcome.get("died") and record_status(out, task["cell"]) == "done":
+                    record = read_record(out, name)       # finished before its job died
+                    outcome = {"cell": name, "ok": True, "record": record,
+                               "seconds": record["provenance"]["wall_seconds"]}
+                if outcome.get("died") and runner.resubmits and tries.get(name, 0) < retries:
+                    tries[name] = tries.get(name, 0) + 1
+                    retry.append(dict(task, resume=True))
+                    log(f"{name}: worker died ({outcome['error']}); retry {tries[name]} of "
+                        f"{retries} from its checkpoint")
+                elif outcome["ok"]:
+                    counts.done += 1
+                    log(f"{counts.line(len(waiting))} {name}: {outcome['seconds']:.1f} s, "
+                        f"{headline(outcome['record'])}")
+                else:
+                    counts.failed += 1
+                    failed[name] = outcome["error"]
+                    log(f"{counts.line(len(waiting))} {name} FAILED: {outcome['error']} "
+                        f"(log: {outcome['log']})")
+            waiting = retry + waiting
+    return {"cells": [c.name for c in cells], "done": counts.done, "skipped": skipped,
+            "failed": failed}

@@ -1,0 +1,158 @@
+r"""One cell of a sweep, run wherever an engine puts it: a Table 1 row and its record.
+
+What a worker runs (:func:`run_task`), in this process, a Ray task or a Slurm
+job alike. A cell trains through the same library call as ``attn-dyn train``
+(:func:`minimal_attn.backends.vr.table1.run_experiment`) into its own
+folder ``OUT/cells/NAME/`` (checkpoints, history, heat maps, ``log.txt``) and
+then writes its record ``OUT/cells/NAME.json`` atomically, in the format of
+the results store (:func:`minimal_attn.experiments.results_store.write_cell`).
+
+A worker that dies leaves the checkpoints of its finished epochs; whoever runs
+the task again (Ray's retry, the driver's resubmission, ``--resume``) resumes
+there. Errors inside the cell do not propagate: they become an outcome with
+one line and the full traceback in ``log.txt``, so that one bad cell never
+stops the others.
+"""
+
+import json
+import os
+import time
+import traceback
+
+from minimal_attn.errors import InputError
+from minimal_attn.experiments.results_store import cell_path, check_record, provenance, write_cell
+
+#: Test hook: ``NAME@EPOCH`` makes the process running cell NAME exit right after the
+#: checkpoint of EPOCH, once (a marker file in its folder remembers it): a killed worker,
+#: or a killed driver under the local engine, at a known point.
+CRASH_ENV = "ATTN_DYN_SWEEP_CRASH"
+CRASH_STATUS = 70
+
+
+def cell_folder(out, name):
+    return os.path.join(out, "cells", name)
+
+
+def record_status(out, cell):
+    """``done`` (a record that matches the cell's settings), ``stale`` (a record of other
+    settings, or an unreadable one: the cell runs afresh) or ``absent``."""
+    path = cell_path(out, cell.name)
+    if not os.path.exists(path):
+        return "absent"
+    try:
+        with open(path) as f:
+            record = json.load(f)
+        check_record(record, path)
+    except (OSError, ValueError, InputError):
+        return "stale"
+    same = record.get("cell") == cell.name and \
+        record.get("settings") == json.loads(json.dumps(cell.settings))
+    return "done" if same else "stale"
+
+
+def read_record(out, name):
+    with open(cell_path(out, name)) as f:
+        return json.load(f)
+
+
+def crash_point(name, spec=None):
+    """The epoch after which cell ``name`` should exit, from :data:`CRASH_ENV`; else None."""
+    spec = os.environ.get(CRASH_ENV, "") if spec is None else spec
+    target, _, epoch = spec.rpartition("@")
+    return int(epoch) if target == name and epoch.isdigit() else None
+
+
+def _crash_hook(folder, epoch):
+    """``on_epoch`` callback that ends this process after ``epoch``, the first time only."""
+    marker = os.path.join(folder, ".crashed")
+
+    def on_epoch(record):
+        if record["epoch"] == epoch and not os.path.exists(marker):
+            open(marker, "w").close()
+            os._exit(CRASH_STATUS)       # no cleanup, no finally: as a kill -9 would
+    return on_epoch
+
+
+def make_task(cell, out, operational, resume=True, command=None):
+    """What a worker needs to run ``cell`` (picklable; paths absolute)."""
+    return {"cell": cell, "out": os.path.abspath(out), "operational": dict(operational),
+            "resume": resume, "crash_after_epoch": crash_point(cell.name),
+            "command": list(command or [])}
+
+
+def _config(cell, operational):
+    from minimal_attn.experiments.config import ExperimentConfig
+
+    s = dict(cell.settings)
+    paradigm = s.pop("paradigm")
+    s["lr"] = s["lr"] and {k: float(v) for k, v in s["lr"].items()}
+    return ExperimentConfig(paradigms=[paradigm], **s, **operational)
+
+
+def run_tasks(tasks):
+    """Run cells one after another (one job of several cells); a list of outcomes.
+
+    A cell whose matching record exists already (a requeued or resubmitted job
+    that had finished it) is not run again.
+    """
+    out = []
+    for task in tasks:
+        if record_status(task["out"], task["cell"]) == "done":
+            record = read_record(task["out"], task["cell"].name)
+            out.append({"cell": task["cell"].name, "ok": True, "error": None,
+                        "record": record, "seconds": 0.0,
+                        "log": os.path.join(cell_folder(task["out"], task["cell"].name),
+                                            "log.txt")})
+        else:
+            out.append(run_task(task))
+    return out
+
+
+def _run_table1(task, folder, log):
+    """A V&R Table 1 cell: ``run_experiment`` into ``folder``; ``(result, device)``."""
+    from minimal_attn.backends.vr.table1 import run_experiment
+    from minimal_attn.experiments.cells import fcam_result
+
+    cell, epoch = task["cell"], task.get("crash_after_epoch")
+    results, meta = run_experiment(_config(cell, task["operational"]), out=folder,
+                                   resume=task["resume"], log=log,
+                                   on_epoch=_crash_hook(folder, epoch) if epoch else None)
+    return fcam_result(results, meta, cell.settings["paradigm"]), meta["device"]
+
+
+def run_task(task):
+    """Run one cell; return ``{"cell", "ok", "seconds", "error", "log", "record"}``."""
+    cell, out = task["cell"], task["out"]
+    folder = cell_folder(out, cell.name)
+    os.makedirs(folder, exist_ok=True)
+    log_path = os.path.join(folder, "log.txt")
+    t0 = time.perf_counter()
+    with open(log_path, "a") as log_file:
+        def log(line):
+            log_file.write(line + "\n")
+            log_file.flush()
+
+        outcome = {"cell": cell.name, "ok": False, "error": None, "log": log_path,
+                   "record": None}
+        try:
+            log(f"-- {cell.name}: start (resume={task['resume']})")
+            if cell.kind == "table2":
+                from minimal_attn.experiments.sweep_table2 import run_row
+
+                result, device = run_row(cell, folder, task["operational"], log)
+            else:
+                result, device = _run_table1(task, folder, log)
+            record = {"format": 1, "cell": cell.name, "kind": cell.kind, "scale": cell.scale,
+                      "title": cell.title, "settings": cell.settings, "result": result,
+                      "paper": cell.paper or None,
+                      "provenance": provenance(time.perf_counter() - t0, device,
+                                               cell.settings.get("protocol"),
+                                               task["command"] or ["attn-dyn", "sweep"])}
+            write_cell(out, record)
+            outcome.update(ok=True, record=record)
+            log(f"-- {cell.name}: done")
+        except Exception as exc:       # noqa: BLE001 (one cell's failure stops no other)
+            log(traceback.format_exc())
+            outcome["error"] = f"{type(exc).__name__}: " + " ".join(str(exc).split())
+    outcome["seconds"] = time.perf_counter() - t0
+    return outcome

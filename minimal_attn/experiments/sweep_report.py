@@ -1,0 +1,136 @@
+r"""A sweep's merged result set: its cells' records as one table, beside the paper's.
+
+Vashisht & Ramaswamy (2023), Table 1, or Snell et al. (2021), Table 2
+(:mod:`minimal_attn.experiments.sweep_table2`). :func:`write_merged` reads the records
+of a grid's cells (``OUT/cells/NAME.json``, :mod:`minimal_attn.experiments.results_store`)
+and writes, in sorted cell order and without a date or a wall time, so that
+the files are the same bit for bit whichever engine ran the cells and in
+whatever order they finished:
+
+* ``results.json``: each cell's settings, metrics per seed (mean, sample std)
+  and the paper's numbers; the cells without a record under ``missing``;
+* ``summary.csv``: one row a cell, fractions in [0, 1]; ``summary.md``: the
+  Table 1 layout of ``attn-dyn train`` (percent, mean ± std over seeds) with
+  the paper's test accuracy and SAIF beside ours (Table 2: our row of each
+  cell, then the paper's);
+* ``figures/table1.png``: test accuracy and SAIF per cell, the paper's marked
+  (``figures/table2.png``: each column of Table 2, ours beside the paper's).
+
+Provenance (commit, card, date, wall time) stays in each cell's record.
+"""
+
+import json
+import os
+
+from minimal_attn.experiments.io import atomic_open, save_figure, write_csv, write_text
+from minimal_attn.experiments.results_store import read_cells
+from minimal_attn.experiments.sweep_grid import OPERATIONAL
+from minimal_attn.experiments.train_report import SUMMARY_HEADER, summary_rows
+
+SPLITS, METRICS = ("train", "test"), ("accuracy", "saif")
+
+
+def _entry(record):
+    result = {k: v for k, v in record["result"].items() if k != "train_seconds"}
+    return {"cell": record["cell"], "kind": record["kind"], "title": record["title"],
+            "scale": record["scale"],
+            "settings": record["settings"], "result": result, "paper": record.get("paper")}
+
+
+def merged(out, names):
+    """``(entries, missing)``: the records of ``names`` under ``out``, sorted by name."""
+    records = {r["cell"]: r for r in read_cells(out) if r["cell"] in set(names)}
+    names = sorted(names)
+    return [_entry(records[n]) for n in names if n in records], \
+        [n for n in names if n not in records]
+
+
+def _as_aggregate(result):
+    """A record's result in the form of ``attn-dyn train``'s results.json entries."""
+    return {split: {k + s: result[split][k][key] for k in METRICS
+                    for s, key in (("", "mean"), ("_std", "std"))} for split in SPLITS}
+
+
+def summary_markdown(entries, missing):
+    if any(e["kind"] == "table2" for e in entries):
+        from minimal_attn.experiments.sweep_table2 import summary_lines
+
+        lines = ["Sweep: Snell Table 2 rows (%; the paper's row under ours).", ""] + \
+            summary_lines(entries)
+        return "\n".join(lines + (["", "Not finished: " + ", ".join(missing) + "."]
+                                  if missing else [])) + "\n"
+    header = ["cell", "dataset", "seeds"] + SUMMARY_HEADER
+    lines = ["Sweep: V&R Table 1 cells (mean ± std over seeds, %; the paper's test numbers "
+             "beside ours).", "", "| " + " | ".join(header) + " |",
+             "|" + "---|" * len(header)]
+    for e in entries:
+        s = e["settings"]
+        row = summary_rows({s["paradigm"]: _as_aggregate(e["result"])}, s["m"],
+                           s["dataset"])[0]
+        lines.append("| " + " | ".join(str(c) for c in [e["cell"], s["dataset"], s["seeds"]]
+                                       + row) + " |")
+    if missing:
+        lines += ["", "Not finished: " + ", ".join(missing) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def _csv_rows(entries):
+    header = ["cell", "dataset", "m", "paradigm", "protocol", "seeds"] + [
+        f"{split}_{k}_{s}" for split in SPLITS for k in METRICS for s in ("mean", "std")] + \
+        ["paper_test_accuracy_pct", "paper_test_saif_pct"]
+    rows = []
+    for e in entries:
+        s, r, paper = e["settings"], e["result"], e["paper"] or {}
+        rows.append([e["cell"], s["dataset"], s["m"], s["paradigm"], s["protocol"] or "",
+                     s["seeds"]] + [r[split][k][x] for split in SPLITS for k in METRICS
+                                    for x in ("mean", "std")]
+                    + [paper.get("accuracy", ""), paper.get("saif", "")])
+    return header, rows
+
+
+def plot_cells(entries, path):
+    """Test accuracy and SAIF per cell (mean ± std, %), the paper's value as a black mark."""
+    from minimal_attn.experiments.plots import _pyplot
+
+    plt = _pyplot()
+    n = max(len(entries), 1)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 1.2 + 0.32 * n), sharey=True, squeeze=False)
+    y = list(range(len(entries)))
+    for ax, key, label in zip(axes[0], METRICS, ("test accuracy (%)", "test SAIF (%)")):
+        means = [100 * e["result"]["test"][key]["mean"] for e in entries]
+        stds = [100 * e["result"]["test"][key]["std"] for e in entries]
+        ax.barh(y, means, xerr=stds, color="tab:blue", alpha=0.7, capsize=2)
+        paper = [(i, e["paper"][key]) for i, e in enumerate(entries) if e.get("paper")]
+        if paper:
+            ax.plot([v for _, v in paper], [i for i, _ in paper], "kd", label="paper")
+            ax.legend(loc="lower right", fontsize=8)
+        ax.set_xlabel(label)
+        ax.set_xlim(0, 100)
+        ax.grid(True, axis="x", alpha=0.3)
+    axes[0][0].set_yticks(y)
+    axes[0][0].set_yticklabels([e["cell"] for e in entries], fontsize=7)
+    axes[0][0].invert_yaxis()
+    fig.tight_layout()
+    save_figure(fig, path, metadata={"Software": None})
+    plt.close(fig)
+
+
+def write_merged(out, names, grid=None):
+    """Write results.json, summary.csv, summary.md and the figure; return (entries, missing)."""
+    entries, missing = merged(out, names)
+    # where the cells ran (data_dir, threads, ...) is not part of the result
+    grid = {k: v for k, v in (grid or {}).items() if k not in OPERATIONAL}
+    with atomic_open(os.path.join(out, "results.json"), "w") as f:
+        json.dump({"format": 1, "grid": grid, "cells": entries, "missing": missing}, f,
+                  indent=1, sort_keys=True)
+        f.write("\n")
+    if any(e["kind"] == "table2" for e in entries):
+        from minimal_attn.experiments.sweep_table2 import csv_rows, plot_rows
+
+        write_csv(os.path.join(out, "summary.csv"), *csv_rows(entries))
+        plot_rows(entries, os.path.join(out, "figures", "table2.png"))
+    else:
+        write_csv(os.path.join(out, "summary.csv"), *_csv_rows(entries))
+        plot_cells(entries, os.path.join(out, "figures", "table1.png"))
+    write_text(os.path.join(out, "summary.md"), summary_markdown(entries, missing))
+    return entries, missing

@@ -1,0 +1,156 @@
+r"""Snell Table 2 rows as sweep cells: the settings of ``attn-dyn agreement``, crossed.
+
+Snell et al. (2021), Table 2: one row is one data set, four models (standard,
+second seed, uniform and, for classification, frozen attention) and the
+proxies, agreement A of Snell Eq. (10) and xi of Snell Eq. (11) between their attention
+(:mod:`minimal_attn.experiments.agreement_table`). A grid with ``table=2`` has the
+settings of ``attn-dyn agreement`` as keys
+(:class:`~minimal_attn.backends.snell.agreement.AgreementConfig`); each
+combination is one cell named ``t2-DATASET`` (as in ``attn-dyn cells``),
+then ``key=value`` for each setting that differs from its default.
+
+:func:`run_row` is what a worker runs for such a cell:
+:func:`~minimal_attn.backends.snell.agreement.run_agreement`, which reuses
+the models that finished, and the record's result of ``attn-dyn cells``.
+"""
+
+import itertools
+import math
+import typing
+from dataclasses import fields
+
+from minimal_attn.errors import InputError
+
+#: Where and how fast, not what: one value each, not in names nor in the match on rerun.
+OPERATIONAL = ("data_dir", "device", "embeddings")
+#: The task of each data set the paper runs (other tasks are named in the cell's name).
+USUAL_TASK = {"sst2": "classify", "multi30k": "translate"}
+_SIZES = ("steps", "hidden", "emb", "out_hidden", "batch_size", "max_train", "max_val",
+          "vocab_size", "proxy_d", "proxy_epochs")
+
+
+def _config_class():
+    try:
+        from minimal_attn.backends.snell.agreement import AgreementConfig
+    except ImportError as exc:
+        raise InputError(f"table 2 cells need torch ({exc}): pip install torch==2.13.0, then "
+                         "pip install \".[torch]\"") from None
+    return AgreementConfig
+
+
+def keys():
+    return tuple(sorted(f.name for f in fields(_config_class())))
+
+
+def value(key, raw):
+    """One value of ``key``, typed as its field of ``AgreementConfig``."""
+    from minimal_attn.experiments.sweep_grid import typed
+
+    f = {f.name: f for f in fields(_config_class())}[key]
+    args = [a for a in typing.get_args(f.type) if a is not type(None)]
+    return typed(key, raw, args[0] if args else f.type, f.default is None)
+
+
+def expand(grid):
+    """Every combination of ``grid`` (no ``table`` key) as a Table 2 cell, sorted by name."""
+    from minimal_attn.experiments.agreement_table import PAPER_NAME, PAPER_TABLE2
+    from minimal_attn.experiments.cells import Cell
+    from minimal_attn.experiments.sweep_grid import cell_name
+
+    config_class = _config_class()
+    base = {f.name: f.default for f in fields(config_class) if f.name not in OPERATIONAL}
+    names = sorted(grid)
+    cells = {}
+    for combo in itertools.product(*(grid[k] for k in names)):
+        given = dict(zip(names, combo))
+        config = config_class(**given)
+        if config.task not in ("classify", "translate"):
+            raise InputError(f"grid: task must be classify or translate, got {config.task!r}")
+        settings = {k: getattr(config, k) for k in base}
+        head = ["t2", config.dataset] + (
+            [config.task] if config.task != USUAL_TASK.get(config.dataset, "classify") else [])
+        name = cell_name(head, settings, base, skip=("dataset", "task"))
+        paper = PAPER_NAME.get(config.dataset)
+        cells[name] = Cell(name, "table2", "cpu" if set(_SIZES) & set(given) else "paper",
+                           f"{paper or config.dataset} agreement row ({config.task})",
+                           settings, "", {"row": list(PAPER_TABLE2[paper])} if paper else {})
+    return [cells[n] for n in sorted(cells)]
+
+
+def run_row(cell, folder, operational, log):
+    """Train or reuse the row's models in ``folder``; ``(result, device)`` of its record."""
+    from minimal_attn.backends.snell.agreement import AgreementConfig, run_agreement
+    from minimal_attn.experiments.cells import agreement_result
+
+    def callback(model, event, info):
+        if event == "start":
+            log(f"{model}: from step {info.get('done', 0)} of {info.get('total')}")
+        elif event == "eval":
+            log(f"{model}: evaluated at step {info.get('step')}")
+
+    config = AgreementConfig(**cell.settings, **operational)
+    return agreement_result(run_agreement(config, folder, callback=callback)), \
+        str(config.device or "auto")
+
+
+def _pct(x):
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}"
+
+
+def headline(record):
+    r = record["result"]
+    return f"A(α,β) {_pct(r['row'][3])}%, {r['performance_name']} {_pct(r['performance'])}%"
+
+
+def summary_lines(entries):
+    """Markdown: our row of each cell (%), then the paper's where it has one."""
+    from minimal_attn.experiments.agreement_table import HEADERS
+
+    lines = ["| cell | " + " | ".join(HEADERS) + " | performance |",
+             "|---" * (len(HEADERS) + 2) + "|"]
+    for e in entries:
+        r = e["result"]
+        lines.append(f"| {e['cell']} | " + " | ".join(_pct(v) for v in r["row"])
+                     + f" | {r['performance_name']} {_pct(r['performance'])} |")
+        if e.get("paper"):
+            lines.append("| paper | " + " | ".join(f"{v:g}" for v in e["paper"]["row"])
+                         + " | |")
+    return lines
+
+
+def csv_rows(entries):
+    from minimal_attn.experiments.agreement_table import COLUMNS
+
+    header = ["cell", "dataset", "task"] + list(COLUMNS) + ["performance", "performance_name"] \
+        + [f"paper_{c}_pct" for c in COLUMNS]
+    rows = [[e["cell"], e["settings"]["dataset"], e["settings"]["task"]] + e["result"]["row"]
+            + [e["result"]["performance"], e["result"]["performance_name"]]
+            + list((e.get("paper") or {}).get("row") or [""] * len(COLUMNS)) for e in entries]
+    return header, rows
+
+
+def plot_rows(entries, path):
+    """Each column of Table 2 (%), one bar a cell, the paper's row as black marks."""
+    import numpy as np
+
+    from minimal_attn.experiments.agreement_table import HEADERS
+    from minimal_attn.experiments.io import save_figure
+    from minimal_attn.experiments.plots import _pyplot
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(10, 3.8))
+    x, width = np.arange(len(HEADERS)), 0.8 / max(len(entries), 1)
+    for i, e in enumerate(entries):
+        ours = [np.nan if v is None else 100 * v for v in e["result"]["row"]]
+        ax.bar(x + i * width, ours, width, label=e["cell"])
+        if e.get("paper"):
+            ax.plot(x + i * width, e["paper"]["row"], "kd", ms=4)
+    ax.set_xticks(x + 0.4 - width / 2)
+    ax.set_xticklabels(HEADERS)
+    ax.set_ylabel("% (black: the paper's)")
+    ax.set_ylim(0, 100)
+    ax.legend(fontsize=7)
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    save_figure(fig, path, metadata={"Software": None})
+    plt.close(fig)
