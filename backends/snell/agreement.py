@@ -279,8 +279,8 @@ def _write_outputs(out_dir, dataset, result, task):
     write_csv(os.path.join(out_dir, "table.csv"),
               ["variant", "task"] + list(agreement_table.COLUMNS), rows)
     write_json(os.path.join(out_dir, "agreement.json"), _jsonable(result))
-    from minimal_attn.experiments.agreement_plot import plot_curves
-    plot_curves(result, os.path.join(out_dir, "agreement_curves.png"))
+    from minimal_attn.experiments.plots import plot_agreement_curves
+    plot_agreement_curves(result, os.path.join(out_dir, "agreement_curves.png"))
 
 
 def _jsonable(obj):

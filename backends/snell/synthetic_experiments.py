@@ -45,7 +45,7 @@ from minimal_attn.backends.snell.synthetic_train import (
     train_runs,
 )
 from minimal_attn.errors import InputError, check_int_at_least, check_positive
-from minimal_attn.experiments import synthetic_plots as plots
+from minimal_attn.experiments import plots
 from minimal_attn.experiments.checkpoints import load_guarded, read_json
 from minimal_attn.experiments.io import check_output_dir, ensure_dir, undo_on_refusal, write_json
 from minimal_attn.experiments.resources import check_memory, check_steps
@@ -246,7 +246,7 @@ def _run(task, config, seeds, first_seed, heads, pool, out_dir, resume, callback
     if out_dir is not None:
         ensure_dir(out_dir)
         figures = {"accuracy": "accuracy.png"}
-        plots.plot_curves(objects, os.path.join(out_dir, "accuracy.png"), TITLES[task])
+        plots.plot_synthetic_curves(objects, os.path.join(out_dir, "accuracy.png"), TITLES[task])
         if task == "keyword":
             figures["gammas"] = "gammas.png"
             plots.plot_gammas(primary["seeds"], os.path.join(out_dir, "gammas.png"))

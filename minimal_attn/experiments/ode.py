@@ -140,7 +140,7 @@ def file_names(result):
 def write_ode(result, out):
     """Write the CSVs (columns t, mu, nu, alpha, beta) and ``ode.png`` into ``out``, all or none."""
     from minimal_attn.experiments.io import staged_folder, write_csv
-    from minimal_attn.experiments.ode_plot import plot_trajectories
+    from minimal_attn.experiments.plots import plot_trajectories
 
     with staged_folder(out) as stage:
         for name, res in file_names(result).items():

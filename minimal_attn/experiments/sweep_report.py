@@ -22,7 +22,8 @@ Provenance (commit, card, date, wall time) stays in each cell's record.
 import json
 import os
 
-from minimal_attn.experiments.io import atomic_open, save_figure, write_csv, write_text
+from minimal_attn.experiments import plots
+from minimal_attn.experiments.io import atomic_open, write_csv, write_text
 from minimal_attn.experiments.results_store import read_cells
 from minimal_attn.experiments.sweep_grid import OPERATIONAL
 from minimal_attn.experiments.train_report import SUMMARY_HEADER, summary_rows
@@ -88,33 +89,6 @@ def _csv_rows(entries):
     return header, rows
 
 
-def plot_cells(entries, path):
-    """Test accuracy and SAIF per cell (mean ± std, %), the paper's value as a black mark."""
-    from minimal_attn.experiments.plots import _pyplot
-
-    plt = _pyplot()
-    n = max(len(entries), 1)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 1.2 + 0.32 * n), sharey=True, squeeze=False)
-    y = list(range(len(entries)))
-    for ax, key, label in zip(axes[0], METRICS, ("test accuracy (%)", "test SAIF (%)")):
-        means = [100 * e["result"]["test"][key]["mean"] for e in entries]
-        stds = [100 * e["result"]["test"][key]["std"] for e in entries]
-        ax.barh(y, means, xerr=stds, color="tab:blue", alpha=0.7, capsize=2)
-        paper = [(i, e["paper"][key]) for i, e in enumerate(entries) if e.get("paper")]
-        if paper:
-            ax.plot([v for _, v in paper], [i for i, _ in paper], "kd", label="paper")
-            ax.legend(loc="lower right", fontsize=8)
-        ax.set_xlabel(label)
-        ax.set_xlim(0, 100)
-        ax.grid(True, axis="x", alpha=0.3)
-    axes[0][0].set_yticks(y)
-    axes[0][0].set_yticklabels([e["cell"] for e in entries], fontsize=7)
-    axes[0][0].invert_yaxis()
-    fig.tight_layout()
-    save_figure(fig, path, metadata={"Software": None})
-    plt.close(fig)
-
-
 def write_merged(out, names, grid=None):
     """Write results.json, summary.csv, summary.md and the figure; return (entries, missing)."""
     entries, missing = merged(out, names)
@@ -125,12 +99,12 @@ def write_merged(out, names, grid=None):
                   indent=1, sort_keys=True)
         f.write("\n")
     if any(e["kind"] == "table2" for e in entries):
-        from minimal_attn.experiments.sweep_table2 import csv_rows, plot_rows
+        from minimal_attn.experiments.sweep_table2 import csv_rows
 
         write_csv(os.path.join(out, "summary.csv"), *csv_rows(entries))
-        plot_rows(entries, os.path.join(out, "figures", "table2.png"))
+        plots.plot_table2_rows(entries, os.path.join(out, "figures", "table2.png"))
     else:
         write_csv(os.path.join(out, "summary.csv"), *_csv_rows(entries))
-        plot_cells(entries, os.path.join(out, "figures", "table1.png"))
+        plots.plot_sweep_cells(entries, os.path.join(out, "figures", "table1.png"))
     write_text(os.path.join(out, "summary.md"), summary_markdown(entries, missing))
     return entries, missing

@@ -127,30 +127,3 @@ def csv_rows(entries):
             + [e["result"]["performance"], e["result"]["performance_name"]]
             + list((e.get("paper") or {}).get("row") or [""] * len(COLUMNS)) for e in entries]
     return header, rows
-
-
-def plot_rows(entries, path):
-    """Each column of Table 2 (%), one bar a cell, the paper's row as black marks."""
-    import numpy as np
-
-    from minimal_attn.experiments.agreement_table import HEADERS
-    from minimal_attn.experiments.io import save_figure
-    from minimal_attn.experiments.plots import _pyplot
-
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(10, 3.8))
-    x, width = np.arange(len(HEADERS)), 0.8 / max(len(entries), 1)
-    for i, e in enumerate(entries):
-        ours = [np.nan if v is None else 100 * v for v in e["result"]["row"]]
-        ax.bar(x + i * width, ours, width, label=e["cell"])
-        if e.get("paper"):
-            ax.plot(x + i * width, e["paper"]["row"], "kd", ms=4)
-    ax.set_xticks(x + 0.4 - width / 2)
-    ax.set_xticklabels(HEADERS)
-    ax.set_ylabel("% (black: the paper's)")
-    ax.set_ylim(0, 100)
-    ax.legend(fontsize=7)
-    ax.grid(True, axis="y", alpha=0.3)
-    fig.tight_layout()
-    save_figure(fig, path, metadata={"Software": None})
-    plt.close(fig)
