@@ -6,7 +6,7 @@ mosaics (``load_mosaic_splits("synthetic", ...)``), a test evaluation after
 every epoch and a final train and test evaluation per seed.
 
 * **sequential**: ``torch_train.train_run`` once per seed (the plain loop);
-* **batched (loop)** / **batched (grouped)**: ``torch_batched_train.train_seeds_batched``
+* **batched (loop)** / **batched (grouped)**: ``batched_seeds.train_seeds``
   (which ends with the same final evaluations) with per-seed convolutions (the
   CPU default) or one grouped convolution per layer (the GPU default; channels-last
   or NCHW).
@@ -29,7 +29,7 @@ import torch
 
 from minimal_attn import PARADIGMS
 from minimal_attn.backends import torch_backend as tb
-from minimal_attn.backends.vr.batched_train import train_seeds_batched
+from minimal_attn.backends.vr.batched_seeds import train_seeds
 from minimal_attn.backends.vr.cost import bound_report
 from minimal_attn.backends.vr.models import classifier_config, focus_config, scaled
 from minimal_attn.backends.vr.train import TrainConfig, train_run
@@ -45,7 +45,8 @@ def sequential(config, seeds, splits):
 
 def batched(mode):
     def go(config, seeds, splits):
-        train_seeds_batched(config, seeds, splits.train, splits.test, mode=mode)
+        train_seeds([TrainConfig(**{**vars(config), "seed": s}) for s in seeds], splits.train,
+                    splits.test, mode=mode)
     return go
 
 

@@ -15,13 +15,15 @@ from minimal_attn.cli.main import cli
 from minimal_attn.datasets.splits import load_mosaic_splits
 from minimal_attn.errors import InputError
 from minimal_attn.experiments.config import ExperimentConfig, apply_protocol, check_config
-from minimal_attn.experiments.train_loop import TrainConfig, affecting, run_epochs
+from minimal_attn.experiments.epochs import run_epochs
+from minimal_attn.experiments.train_loop import TrainConfig, affecting
 
 torch = pytest.importorskip("torch")
+from batched_helpers import Store, batched_seeds  # noqa: E402
+
 from minimal_attn.backends import torch_backend as tb  # noqa: E402
 from minimal_attn.backends.vr.batched import stacked_parameters, unstack  # noqa: E402
 from minimal_attn.backends.vr.batched_seeds import train_seeds  # noqa: E402
-from minimal_attn.backends.vr.batched_train import BatchedSeeds  # noqa: E402
 from minimal_attn.backends.vr.models import (  # noqa: E402
     ConvNet,
     build_fcam,
@@ -93,14 +95,6 @@ def tiny_fcam(seed, device="cpu"):
     return model.double().to(device)
 
 
-class Store:
-    def __init__(self, X, z):
-        self.X, self.z, self.n = X, z, X.shape[0]
-
-    def __getitem__(self, idx):
-        return self.X[idx]
-
-
 def separate_adam(model, store, y, phase, lr, epochs, batch_size, seed):
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(seed)
@@ -162,9 +156,10 @@ def test_stacked_adam_equals_separate_adam_in_float64(mode, phases):
     X = torch.randn(12, 3, 3, 32, 32, generator=gen, dtype=torch.float64)
     z, y = torch.randint(0, 3, (12,), generator=gen), torch.randint(0, 3, (12,), generator=gen)
     store, lrs = Store(X, z), [1e-3, 5e-4, 2e-3]
-    run = BatchedSeeds([tiny_fcam(s) for s in SEEDS], SEEDS, mode=mode, optimizer="adam")
+    run = batched_seeds([tiny_fcam(s) for s in SEEDS], SEEDS, mode, store, y,
+                        optimizer="adam")
     before = [p.detach().clone() for p in stacked_parameters(run.model)]
-    stats = [run.train_epoch(store, y, phases, lrs, batch_size=4) for _ in range(2)]
+    stats = [run.train_epoch(phases, lrs, epoch, lambda loss: None) for epoch in range(2)]
     assert max(float((p.detach() - q).abs().max())
                for p, q in zip(stacked_parameters(run.model), before)) > 1e-4
     states, seed_states = unstack(run.model), run.seed_states()
@@ -235,7 +230,7 @@ def test_checkpoints_of_default_recipe_keep_their_settings_key():
 def float64(monkeypatch):
     """Both trainers (separate and batched) build float64 models and keep float64 images,
     so the comparison is not blurred by float32 rounding (which Adam amplifies)."""
-    from minimal_attn.backends.vr import image_store
+    from minimal_attn.backends.vr import batched_train, image_store
     from minimal_attn.backends.vr import models as torch_models
     from minimal_attn.backends.vr import train as torch_train
 
@@ -247,7 +242,7 @@ def float64(monkeypatch):
     def build64(*args, **kwargs):
         return torch_models.build_fcam_for(*args, **kwargs).double()
 
-    for module in (image_store, torch_train):
+    for module in (image_store, torch_train, batched_train):
         monkeypatch.setattr(module, "ImageStore", Store64)
     monkeypatch.setattr(torch_train, "build_fcam_for", build64)
     original = torch_models.build_fcam_for

@@ -11,16 +11,15 @@ from minimal_attn.datasets.splits import load_mosaic_splits
 from minimal_attn.errors import InputError
 
 torch = pytest.importorskip("torch")
+from batched_helpers import Store, batched_seeds  # noqa: E402
+
 from minimal_attn.backends import torch_backend as tb  # noqa: E402
 from minimal_attn.backends.vr.batched import (  # noqa: E402
     stack_fcams,
     stacked_parameters,
     unstack,
 )
-from minimal_attn.backends.vr.batched_train import (  # noqa: E402
-    BatchedSeeds,
-    train_seeds_batched,
-)
+from minimal_attn.backends.vr.batched_seeds import train_seeds  # noqa: E402
 from minimal_attn.backends.vr.models import (  # noqa: E402
     build_fcam,
     classifier_config,
@@ -47,16 +46,6 @@ def tiny_fcam(seed, double=True, live_focus=True, device="cpu"):
             model.focus.output.weight.copy_(
                 torch.randn(model.focus.output.weight.shape, generator=gen))
     return (model.double() if double else model).to(device)
-
-
-class Store:
-    """The ``ImageStore`` interface over float64 images (ImageStore keeps float32)."""
-
-    def __init__(self, X, z):
-        self.X, self.z, self.n = X, z, X.shape[0]
-
-    def __getitem__(self, idx):
-        return self.X[idx]
 
 
 @pytest.fixture(scope="module")
@@ -129,10 +118,10 @@ def test_sgd_momentum_steps_equal_separate_runs(mode, phases, device):
     X, z, y = X.to(device), z.to(device), y.to(device)
     store = Store(X, z)
     lrs = [0.05, 0.02, 0.08]
-    run = BatchedSeeds([tiny_fcam(s, device=device) for s in SEEDS], SEEDS, momentum=0.9,
-                       mode=mode)
+    run = batched_seeds([tiny_fcam(s, device=device) for s in SEEDS], SEEDS, mode, store, y,
+                        device)
     before = [p.detach().clone() for p in stacked_parameters(run.model)]
-    stats = [run.train_epoch(store, y, phases, lrs, batch_size=4) for _ in range(2)]
+    stats = [run.train_epoch(phases, lrs, epoch, lambda loss: None) for epoch in range(2)]
     moved = max(float((p.detach() - q).abs().max())
                 for p, q in zip(stacked_parameters(run.model), before))
     assert moved > 1e-3
@@ -169,78 +158,81 @@ def assert_states_match(state, checkpoint):
     assert torch.equal(state["generator"], checkpoint["generator"])
 
 
+def configs_for(paradigm, seeds=SEEDS, **extra):
+    return [config_for(paradigm, seed=s, **extra) for s in seeds]
+
+
+def load(path):
+    return torch.load(path, weights_only=True)
+
+
 @pytest.mark.parametrize("paradigm", ["sa", "ha", "lv", "hybrid"])
-def test_train_seeds_batched_equals_train_run(paradigm, tiny_splits, tmp_path):
-    """2 epochs, 4 steps each; the hybrid switches to HA (and its own lr) after epoch 1."""
-    # train_run scores the hybrid's SA epochs by SA's rule (issue 10), so by phase here too
-    result = train_seeds_batched(config_for(paradigm), SEEDS, tiny_splits.train,
-                                 tiny_splits.test, score_by_phase=True)
-    assert result["seeds"] == SEEDS
+def test_batched_seeds_equal_separate_runs(paradigm, tiny_splits, tmp_path):
+    """2 epochs, 4 steps each; the hybrid switches to HA (and its own lr) after epoch 1.
+    Records, final results and checkpoint files match train_run's, seed by seed."""
+    batched = train_seeds(configs_for(paradigm), tiny_splits.train, tiny_splits.test,
+                          str(tmp_path / "b"))
     for k, seed in enumerate(SEEDS):
-        config = config_for(paradigm, seed=seed)
-        single = train_run(config, tiny_splits.train, tiny_splits.test,
-                           out_dir=str(tmp_path), progress=False)
-        checkpoint = torch.load(tmp_path / "checkpoints" / f"{paradigm}_seed{seed}.ckpt",
-                                weights_only=True)
-        assert_states_match(result["states"][k], checkpoint)
-        ours = result["history"][k]
-        assert [h["phase"] for h in ours] == [h["phase"] for h in single["history"]]
-        assert [h["lr"] for h in ours] == [h["lr"] for h in single["history"]]
-        for a, b in zip(ours, single["history"]):
-            # train_run's records (train_loop.run_epochs) name two keys differently
-            for key, theirs in (("loss", "loss"), ("train_running_accuracy", "train_accuracy"),
-                                ("train_mean_a_z", "mean_a_z"), ("test_accuracy",) * 2,
-                                ("test_saif",) * 2):
-                assert a[key] == pytest.approx(b[theirs], rel=1e-5, abs=1e-6), key
-        final = result["results"][k]
-        assert set(final) <= set(single)
+        single = train_run(config_for(paradigm, seed=seed), tiny_splits.train,
+                           tiny_splits.test, out_dir=str(tmp_path / "s"), progress=False)
+        name = f"checkpoints/{paradigm}_seed{seed}.ckpt"
+        assert_states_match(load(tmp_path / "b" / name), load(tmp_path / "s" / name))
+        ours = batched[k]
+        assert [h["phase"] for h in ours["history"]] == [h["phase"] for h in single["history"]]
+        assert [h["lr"] for h in ours["history"]] == [h["lr"] for h in single["history"]]
+        for a, b in zip(ours["history"], single["history"]):
+            assert set(a) == set(b)
+            for key in ("loss", "train_accuracy", "mean_a_z", "test_accuracy", "test_saif"):
+                assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-6), key
         for part in ("train", "test"):
-            ours, theirs = dict(final[part]), dict(single[part])
-            np.testing.assert_allclose(ours.pop("heatmap"), theirs.pop("heatmap"), atol=1e-6)
-            assert ours == pytest.approx(theirs, rel=1e-5, abs=1e-6)
-            np.testing.assert_allclose(final["instances"][part]["a_z"],
+            mine, theirs = dict(ours[part]), dict(single[part])
+            np.testing.assert_allclose(mine.pop("heatmap"), theirs.pop("heatmap"), atol=1e-6)
+            assert mine == pytest.approx(theirs, rel=1e-5, abs=1e-6)
+            np.testing.assert_allclose(ours["instances"][part]["a_z"],
                                        single["instances"][part]["a_z"], rtol=1e-4, atol=1e-6)
 
 
 def test_per_seed_hybrid_switch_equals_separate_runs(tiny_splits, tmp_path):
-    """A schedule switching each seed at its own epoch (as an automatic switch would)."""
+    """Each seed switches at its own epoch (as an automatic switch would)."""
     switch = {0: 1, 1: 2, 2: 3}                                # seed 2 never switches
-
-    def schedule(k, epoch, history):
-        assert [h["epoch"] for h in history] == list(range(1, epoch + 1))
-        return ("sa", 0.05) if epoch < switch[SEEDS[k]] else ("ha", 0.02)
-
-    config = TrainConfig(paradigm="hybrid", epochs=3, batch_size=10, width=0.25,
-                         device="cpu", lr=0.05, hybrid_lr=0.02)
-    result = train_seeds_batched(config, SEEDS, tiny_splits.train, schedule=schedule)
-    assert [h["phase"] for h in result["history"][0]] == ["sa", "ha", "ha"]
-    assert [h["phase"] for h in result["history"][1]] == ["sa", "sa", "ha"]
-    for k, seed in enumerate(SEEDS):
-        single = TrainConfig(**{**vars(config), "seed": seed, "switch_epoch": switch[seed]})
-        train_run(single, tiny_splits.train, tiny_splits.test, out_dir=str(tmp_path),
+    configs = [TrainConfig(paradigm="hybrid", epochs=3, batch_size=10, width=0.25,
+                           device="cpu", lr=0.05, hybrid_lr=0.02, seed=s,
+                           switch_epoch=switch[s]) for s in SEEDS]
+    result = train_seeds(configs, tiny_splits.train, tiny_splits.test, str(tmp_path / "b"))
+    assert [h["phase"] for h in result[0]["history"]] == ["sa", "ha", "ha"]
+    assert [h["phase"] for h in result[1]["history"]] == ["sa", "sa", "ha"]
+    for config in configs:
+        train_run(config, tiny_splits.train, tiny_splits.test, out_dir=str(tmp_path / "s"),
                   progress=False)
-        checkpoint = torch.load(tmp_path / "checkpoints" / f"hybrid_seed{seed}.ckpt",
-                                weights_only=True)
-        assert_states_match(result["states"][k], checkpoint)
+        name = f"checkpoints/hybrid_seed{config.seed}.ckpt"
+        assert_states_match(load(tmp_path / "b" / name), load(tmp_path / "s" / name))
 
 
-def test_resume_equals_uninterrupted(tiny_splits):
-    config = config_for("hybrid")
-    full = train_seeds_batched(config, SEEDS, tiny_splits.train)
-    saved = {}
+def test_resume_equals_uninterrupted(tiny_splits, tmp_path):
+    configs = configs_for("hybrid")
+    full = train_seeds(configs, tiny_splits.train, tiny_splits.test, str(tmp_path / "full"))
 
-    def stop_after_first_epoch(epoch, records, run):
-        saved["states"] = run.seed_states()
-        raise KeyboardInterrupt
+    def stop_after_first_epoch(epoch, record):
+        if record["seed"] == SEEDS[-1]:
+            raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        train_seeds_batched(config, SEEDS, tiny_splits.train, callback=stop_after_first_epoch)
-    resumed = train_seeds_batched(config, SEEDS, tiny_splits.train,
-                                  resume=(1, saved["states"], [h[:1] for h in full["history"]]))
-    assert resumed["history"] == full["history"]
-    for ours, theirs in zip(resumed["states"], full["states"]):
-        for name, value in theirs["model"].items():
-            assert torch.equal(ours["model"][name], value), name
+        train_seeds(configs, tiny_splits.train, tiny_splits.test, str(tmp_path / "cut"),
+                    callback=stop_after_first_epoch)
+    resumed = train_seeds(configs, tiny_splits.train, tiny_splits.test, str(tmp_path / "cut"),
+                          resume=True)
+    for ours, theirs in zip(resumed, full):
+        assert ours["resumed_from_epoch"] == 1
+        assert [h["loss"] for h in ours["history"]] == [h["loss"] for h in theirs["history"]]
+    for seed in SEEDS:
+        name = f"checkpoints/hybrid_seed{seed}.ckpt"
+        ours, theirs = load(tmp_path / "cut" / name), load(tmp_path / "full" / name)
+        for key, value in theirs["model"].items():
+            assert torch.equal(ours["model"][key], value), key
+    # a seed without its checkpoint: the seeds cannot continue together
+    (tmp_path / "cut" / "checkpoints" / "hybrid_seed1.ckpt").unlink()
+    assert train_seeds(configs, tiny_splits.train, tiny_splits.test, str(tmp_path / "cut"),
+                       resume=True) is None
 
 
 def test_unstack_stack_round_trip(images):
@@ -276,23 +268,19 @@ def test_bad_input_raises_input_error():
 
 
 def test_diverged_seed_is_named(tiny_splits):
-    config = TrainConfig(paradigm="sa", epochs=1, lr=1e6, batch_size=10, width=0.25,
-                         device="cpu")
-    with pytest.raises(InputError, match=r"seed \d+ has loss"):
-        train_seeds_batched(config, SEEDS, tiny_splits.train)
+    configs = [TrainConfig(paradigm="sa", epochs=1, lr=1e6, batch_size=10, width=0.25,
+                           device="cpu", seed=s) for s in SEEDS]
+    with pytest.raises(InputError, match=r"sa seed \d+ diverged"):
+        train_seeds(configs, tiny_splits.train, tiny_splits.test)
 
 
-def test_score_by_phase_scores_the_hybrid_sa_phase_as_sa(tiny_splits):
-    """With ``score_by_phase`` the hybrid's SA epoch is scored as the SA run with the
-    same weights (as train_run does); by default it is scored by the HA rule."""
-    by_phase = train_seeds_batched(config_for("hybrid"), [3], tiny_splits.train,
-                                   tiny_splits.test, score_by_phase=True)["history"][0]
-    default = train_seeds_batched(config_for("hybrid"), [3], tiny_splits.train,
-                                  tiny_splits.test)["history"][0]
-    sa_config = TrainConfig(**{**vars(config_for("sa", seed=3)), "epochs": 1})
-    sa = train_run(sa_config, tiny_splits.train, tiny_splits.test, progress=False)["history"]
-    assert by_phase[0]["test_accuracy"] != default[0]["test_accuracy"]   # the rules differ here
+def test_the_hybrid_sa_phase_is_scored_as_sa(tiny_splits):
+    """A hybrid's SA epoch is scored by SA's rule, as the SA run with the same weights."""
+    hybrid = train_seeds(configs_for("hybrid", [3]), tiny_splits.train,
+                         tiny_splits.test)[0]["history"]
+    sa = train_run(TrainConfig(**{**vars(config_for("sa", seed=3)), "epochs": 1}),
+                   tiny_splits.train, tiny_splits.test, progress=False)["history"]
+    assert hybrid[0]["rule"] == "sa" and hybrid[1]["rule"] == "ha"
     for key in ("test_accuracy", "test_saif"):
-        assert by_phase[0][key] == pytest.approx(sa[0][key], abs=1e-9)
-        assert by_phase[1][key] == default[1][key]             # the HA phase: HA's rule
-    assert by_phase[0]["loss"] == default[0]["loss"]           # training is unchanged
+        assert hybrid[0][key] == pytest.approx(sa[0][key], abs=1e-9)
+    assert hybrid[0]["loss"] == pytest.approx(sa[0]["loss"], rel=1e-6)  # float32 batched

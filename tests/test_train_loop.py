@@ -7,6 +7,7 @@ import pytest
 
 from minimal_attn import data
 from minimal_attn.errors import InputError
+from minimal_attn.experiments.epochs import run_epochs
 from minimal_attn.experiments.linear_train import train_numpy_run
 from minimal_attn.experiments.train_loop import (
     TrainConfig,
@@ -14,7 +15,6 @@ from minimal_attn.experiments.train_loop import (
     auto_switch,
     checkpoint_path,
     collapse_warnings,
-    run_epochs,
 )
 
 

@@ -2,7 +2,7 @@ r"""Training the HateXplain text FCAMs with SA, HA, LV and the hybrid, V&R Secti
 
 Vashisht & Ramaswamy (2023), Section 5 and Appendix A.3. :class:`TextTrainer`
 is the text FCAM (:class:`.text_models.TextFCAM`) for the shared epoch
-skeleton :func:`minimal_attn.experiments.train_loop.run_epochs`, which the CNN and the
+skeleton :func:`minimal_attn.experiments.epochs.run_epochs`, which the CNN and the
 linear FCAM use too: the hybrid's schedule (fixed or ``switch_epoch="auto"``),
 per-paradigm learning rates, divergence and collapse checks, history records,
 atomic checkpoints with the ``.ckpt.prev`` fallback, and exact resume (on the
@@ -45,10 +45,11 @@ from minimal_attn.datasets import hatexplain
 from minimal_attn.errors import InputError, check_int_at_least, check_paradigm, check_positive
 from minimal_attn.experiments import hatexplain_report as report
 from minimal_attn.experiments.config import check_writable
+from minimal_attn.experiments.epochs import run_epochs
 from minimal_attn.experiments.io import undo_on_refusal
 from minimal_attn.experiments.linear_train import data_fingerprint
 from minimal_attn.experiments.resources import check_memory, check_steps
-from minimal_attn.experiments.train_loop import TrainConfig, checkpoint_path, run_epochs
+from minimal_attn.experiments.train_loop import TrainConfig, checkpoint_path
 from minimal_attn.experiments.train_report import HistoryLog, write_results
 
 #: Appendix A.3: loss paradigm -> lr (both embeddings); the hybrid's HA phase uses 0.01.
@@ -208,7 +209,7 @@ def train_text_run(config, train, test, vocab_size, out_dir=None, resume=False, 
 
     Returns
     -------
-    dict as :func:`minimal_attn.experiments.train_loop.run_epochs`; ``instances`` also
+    dict as :func:`minimal_attn.experiments.epochs.run_epochs`; ``instances`` also
     hold ``has_rationale`` per post.
     """
     trainer = TextTrainer(config, train, test, vocab_size)

@@ -5,7 +5,7 @@ trains the CNN FCAM of :mod:`.models` on image mosaics with SGD and
 momentum (Appendix A.2) or Adam (the authors' released code). The epochs,
 the hybrid's schedule, checkpoints, resume, divergence and collapse checks are
 the shared skeleton
-:func:`minimal_attn.experiments.train_loop.run_epochs` (the linear FCAM of the core uses
+:func:`minimal_attn.experiments.epochs.run_epochs` (the linear FCAM of the core uses
 the same one, :mod:`minimal_attn.experiments.linear_train`). The result holds
 
 * ``train`` / ``test``: :func:`minimal_attn.saif.summarise` of the final model
@@ -32,6 +32,7 @@ from torch import nn
 from minimal_attn.backends import torch_backend as tb
 from minimal_attn.backends.vr.image_store import ImageStore
 from minimal_attn.backends.vr.models import build_fcam_for
+from minimal_attn.experiments.epochs import run_epochs
 from minimal_attn.experiments.linear_train import (
     data_fingerprint,
     summarise,
@@ -42,7 +43,6 @@ from minimal_attn.experiments.train_loop import (  # noqa: F401 (re-exported)
     PAPER_LR,
     TrainConfig,
     checkpoint_path,
-    run_epochs,
 )
 
 #: Mosaics whose segments the dead-unit report pushes through the networks.
@@ -208,7 +208,7 @@ def train_run(config, train, test, out_dir=None, resume=False, progress=None,
     -------
     dict with ``train``, ``test``, ``history``, ``instances``, ``dead_units``,
     ``seconds`` (training time, kept across resumes), ``switch_epoch``,
-    ``warnings`` (see :func:`minimal_attn.experiments.train_loop.run_epochs`).
+    ``warnings`` (see :func:`minimal_attn.experiments.epochs.run_epochs`).
     """
     trainer = CNNTrainer(config, train, test)
     dead = trainer.dead_units()

@@ -6,7 +6,7 @@ mini-batch gradient descent (:func:`minimal_attn.fcam.train`, no momentum).
 Epoch ``e`` draws ``ceil(N / batch_size)`` batches from a generator seeded by
 ``(seed, e)``, so a resumed run repeats the uninterrupted one exactly. The
 epochs, checkpoints and results come from the shared skeleton
-:func:`minimal_attn.experiments.train_loop.run_epochs` (the CNN twin is
+:func:`minimal_attn.experiments.epochs.run_epochs` (the CNN twin is
 ``minimal_attn.backends.vr.train.train_run``).
 """
 
@@ -17,7 +17,8 @@ import numpy as np
 
 from minimal_attn import fcam as linear_fcam
 from minimal_attn import losses, saif
-from minimal_attn.experiments.train_loop import LINEAR_LR, run_epochs
+from minimal_attn.experiments.epochs import run_epochs
+from minimal_attn.experiments.train_loop import LINEAR_LR
 
 
 def data_fingerprint(*sets):
@@ -97,7 +98,7 @@ def train_numpy_run(config, train, test, out_dir=None, resume=False, progress=No
     """Train the linear FCAM on vector mosaics (N, m, d) and evaluate it.
 
     Same arguments and result as ``minimal_attn.backends.vr.train.train_run``
-    (see :func:`minimal_attn.experiments.train_loop.run_epochs`); ``config.momentum`` is
+    (see :func:`minimal_attn.experiments.epochs.run_epochs`); ``config.momentum`` is
     ignored (plain gradient descent).
     """
     trainer = LinearTrainer(config, train, test)

@@ -103,7 +103,7 @@ def plot_training_curves(histories, path, title="Training curves (mean over seed
     """Mean a_z and mean training loss per epoch, one curve per run, seeds averaged.
 
     ``histories``: ``{label: [record, ...]}`` with the history records of
-    ``train_loop.run_epochs`` (``seed``, ``epoch``, ``loss``, ``mean_a_z``);
+    ``epochs.run_epochs`` (``seed``, ``epoch``, ``loss``, ``mean_a_z``);
     labels ending in ``-sa``/``-ha``/``-lv``/``-hybrid`` share a colour, and a
     label holding ``paper`` is dashed (the paper's protocol beside the authors').
     An epoch is averaged over the seeds that ran it; the curve thins where seeds

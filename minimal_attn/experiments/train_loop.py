@@ -1,28 +1,14 @@
-r"""One epoch/checkpoint skeleton for every FCAM trainer (V&R Section 2.4, Table 1).
+r"""The settings of an FCAM training run and the rules its epochs follow (V&R Sec. 2.4).
 
-Vashisht & Ramaswamy (2023), Section 2.4 and Appendix A.2. A *trainer* knows
-its model (the CNN FCAM in ``backends/vr/train.py``, the linear FCAM in
-:mod:`.linear_train`); this module runs the epochs the same way for both:
-
-* the schedule: the loss paradigm of each epoch (the hybrid trains SA until its
-  switch, then HA; ``switch_epoch="auto"`` picks the switch from SA's focus,
-  :func:`auto_switch`) and its learning rate;
-* after every epoch: the divergence check, a test evaluation scored with the
-  inference rule of the epoch's phase (every ``eval_every`` epochs and at the
-  end; the record's test fields are None in between), one history record, an
-  atomic checkpoint (every ``checkpoint_every`` epochs and at the end; the
-  previous one kept as ``.ckpt.prev``) and the callbacks;
-* ``time_limit``: a run ends at the first epoch boundary after that many
-  seconds, is evaluated as it stands and says ``time_limited``;
-* the stop rule of the authors' released code (``stop_loss``): a run ends
-  after the first epoch whose mean training loss is at most ``stop_loss``;
-* resume: the checkpoint is checked only against the settings that affect its
-  run (:func:`affecting`); an unreadable one falls back to ``.ckpt.prev``.
-
-A trainer provides ``KIND``, ``LR_TABLE``, ``m``, ``steps(batch_size)``,
-``train_epoch(phase, lr, epoch, step)``, ``evaluate(split, rule)``,
-``read(path)``, ``restore(payload)``, ``save(file, meta)`` and optionally
-``probe_loss(phase)`` (the loss on one fixed batch, for the divergence check).
+Vashisht & Ramaswamy (2023), Section 2.4 and Appendix A.2. :class:`TrainConfig`
+holds one run (a paradigm and a seed): its optimiser, learning rates (the
+paper's table, Adam's, or given), the hybrid's switch, the stop rule of the
+authors' released code (``stop_loss``) and run control (``eval_every``,
+``checkpoint_every``, ``time_limit``). Beside it, the rules the one epoch loop
+(:mod:`.epochs`) applies: the automatic hybrid switch (:func:`auto_switch`), the
+divergence and late-collapse checks, and what a checkpoint must share with the
+run that resumes it (:func:`affecting`, :func:`read_checkpoint`: an unreadable
+checkpoint falls back to ``.ckpt.prev``).
 """
 
 import math
@@ -249,96 +235,3 @@ def _check_settings(meta, config, trainer, fingerprint, path):
     if meta["epoch"] > config.epochs:
         raise InputError(f"checkpoint {path} already holds {meta['epoch']} epochs, more "
                          f"than epochs={config.epochs}", param="epochs")
-
-
-def _no_bar(length, label):
-    return _NoBar()
-
-
-class _NoBar:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def update(self, loss=None):
-        pass
-
-
-def run_epochs(config, trainer, fingerprint, out_dir=None, resume=False, progress=None,
-               callback=None, log=None):
-    """Train ``trainer`` for ``config.epochs`` epochs (fewer if ``config.stop_loss`` is
-    reached); return the result dict.
-
-    ``progress(length, label)`` makes a per-epoch progress bar (a context
-    manager with ``update(loss)``); ``callback(epoch, record)`` runs after each
-    checkpoint; ``log(line)`` receives warnings.
-    """
-    log = log or (lambda line: None)
-    bar = progress if callable(progress) else _no_bar
-    path = checkpoint_path(out_dir, config) if out_dir is not None else None
-    meta = {"format": CHECKPOINT_FORMAT, "kind": trainer.KIND, "epoch": 0,
-            "config": affecting(config, trainer.LR_TABLE), "data": fingerprint,
-            "history": [], "train_seconds": 0.0, "switch_epoch": config.fixed_switch()}
-    if resume and path is not None:
-        saved, payload = read_checkpoint(path, trainer, config, fingerprint, log)
-        if saved is not None:
-            trainer.restore(payload)
-            meta = saved
-    start, history, rates = meta["epoch"], meta["history"], config.rates(trainer.LR_TABLE)
-    test_eval = None                       # the latest epoch's test evaluation, reused
-    out_of_time, time_limited = config.deadline(), False
-    for epoch in range(start, config.epochs):
-        if config.stopped(history):      # the stop rule (also after a resume)
-            break
-        if out_of_time():
-            time_limited = True
-            if path is not None and epoch > start:   # the last epoch may not be saved yet
-                write_checkpoint(path, lambda f: trainer.save(f, meta))
-            break
-        t0 = time.perf_counter()
-        phase = config.phase(epoch, meta["switch_epoch"])
-        # the hybrid's SA phase is scored with SA's rule, its HA phase with HA's
-        rule = "sa" if config.paradigm == "hybrid" and phase == "sa" else config.paradigm
-        label = f"{config.paradigm} seed {config.seed} epoch {epoch + 1}/{config.epochs}"
-        with bar(trainer.steps(config.batch_size), label) as b:
-            loss, acc, a_z = trainer.train_epoch(phase, rates[phase], epoch, b.update)
-        check_divergence(loss, history, config, trainer.probe_loss(phase)
-                         if hasattr(trainer, "probe_loss") else None)
-        ends = config.stop_loss is not None and loss <= config.stop_loss or out_of_time()
-        test_eval = (rule, trainer.evaluate("test", rule)) \
-            if config.due(config.eval_every, epoch, ends) else None
-        record = {"paradigm": config.paradigm, "seed": config.seed, "epoch": epoch + 1,
-                  "phase": phase, "rule": "ha" if rule == "hybrid" else rule,
-                  "lr": rates[phase], "loss": loss, "train_accuracy": acc, "mean_a_z": a_z,
-                  "test_accuracy": None if test_eval is None else test_eval[1][0]["accuracy"],
-                  "test_saif": None if test_eval is None else test_eval[1][0]["saif"]}
-        history.append(record)
-        if config.switch_epoch == "auto" and meta["switch_epoch"] is None and (
-                auto_switch([h["mean_a_z"] for h in history], trainer.m)
-                or epoch + 1 >= config.latest_switch()):
-            meta["switch_epoch"] = epoch + 1
-        meta["train_seconds"] += time.perf_counter() - t0
-        meta["epoch"] = epoch + 1
-        record["seconds"] = meta["train_seconds"]
-        if path is not None and config.due(config.checkpoint_every, epoch, ends):
-            write_checkpoint(path, lambda f: trainer.save(f, meta))
-        if callback is not None:
-            callback(epoch, record)
-    train_summary, train_inst = trainer.evaluate("train", config.paradigm)
-    if test_eval is None or test_eval[0] != config.paradigm:
-        test_eval = config.paradigm, trainer.evaluate("test", config.paradigm)
-    test_summary, test_inst = test_eval[1]
-    return {"paradigm": config.paradigm, "seed": config.seed, "train": train_summary,
-            "test": test_summary, "history": history,
-            "instances": {"train": train_inst, "test": test_inst},
-            "resumed_from_epoch": start, "seconds": meta["train_seconds"],
-            "switch_epoch": meta["switch_epoch"] if config.paradigm == "hybrid" else None,
-            "stopped_epoch": stopped_epoch(config, history), "time_limited": time_limited,
-            "warnings": collapse_warnings(history, trainer.m)}
-
-
-def stopped_epoch(config, history):
-    """The epoch at which the stop rule ended the run, or None (it ran all its epochs)."""
-    return history[-1]["epoch"] if config.stopped(history) else None

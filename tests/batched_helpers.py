@@ -1,0 +1,31 @@
+"""Test helpers for the seed-batched CNN FCAM (tests/test_torch_batched.py,
+tests/test_authors_recipe.py): a float64 image store and a BatchedSeeds over given models."""
+
+from types import SimpleNamespace
+
+import numpy as np
+
+
+class Store:
+    """The ``ImageStore`` interface over float64 images (ImageStore keeps float32)."""
+
+    def __init__(self, X, z):
+        self.X, self.z, self.n = X, z, X.shape[0]
+
+    def __getitem__(self, idx):
+        return self.X[idx]
+
+
+def batched_seeds(models, seeds, mode, store, y, device="cpu", optimizer="sgd",
+                  batch_size=4):
+    """A ``BatchedSeeds`` over ``models`` (one per seed) training on a float64 ``store``."""
+    from minimal_attn.backends.vr.batched_train import BatchedSeeds
+    from minimal_attn.experiments.train_loop import TrainConfig
+
+    configs = [TrainConfig(batch_size=batch_size, momentum=0.9, device=device, seed=s,
+                           optimizer=optimizer) for s in seeds]
+    data = SimpleNamespace(X=np.zeros((1, 3, 3, 32, 32), np.float32), y=np.zeros(1, int),
+                           z=np.zeros(1, int))              # replaced by the float64 store
+    run = BatchedSeeds(configs, data, None, mode, make_model=lambda s: models[seeds.index(s)])
+    run.stores["train"], run.y = store, y
+    return run
