@@ -5,7 +5,7 @@ Both sides do the same work: S seeds x E epochs of SGD with momentum (or Adam,
 mosaics (``load_mosaic_splits("synthetic", ...)``), a test evaluation after
 every epoch and a final train and test evaluation per seed.
 
-* **sequential**: ``torch_train.train_run`` once per seed (the plain loop);
+* **sequential**: ``vr.train.train_run`` once per seed (the plain loop);
 * **batched (loop)** / **batched (grouped)**: ``batched_seeds.train_seeds``
   (which ends with the same final evaluations) with per-seed convolutions (the
   CPU default) or one grouped convolution per layer (the GPU default; channels-last
