@@ -75,7 +75,7 @@ class ExperimentConfig:
     foreground: Optional[List[str]] = None     # CIFAR foreground class names
     data_seed: int = 0                         # seed of the mosaics
     threads: Optional[int] = None              # torch CPU threads; None: torch's default
-    batch_seeds: bool = False                  # all seeds as one model (backends/vr/batched_train.py)
+    batch_seeds: bool = False                  # all seeds as one model (vr/batched_train.py)
     protocol: Optional[str] = None             # the preset applied (apply_protocol), if any
     eval_every: int = 1                        # score the test set every k epochs (and last)
     checkpoint_every: int = 1                  # checkpoint every k epochs (and the last)
