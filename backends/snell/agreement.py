@@ -8,7 +8,7 @@ r"""Everything one row of Table 2 of Snell et al. (2021) needs, run or reused fr
 * ``uniform``: uniform attention (beta^uf at every checkpoint, A.7);
 * ``frozen``: classification only, everything but the attention frozen (A.6);
 
-fits the proxy of Eqs. (5)-(6) (:mod:`minimal_attn.proxy`) and, for
+fits the proxy of Snell Eqs. (5)-(6) (:mod:`minimal_attn.proxy`) and, for
 classification, the logistic proxy of Snell Eq. (55) on the same token ids, and
 assembles the table with :mod:`minimal_attn.experiments.agreement_table`. Outputs in
 ``out_dir``: ``agreement.json``, ``table.md``, ``table.csv``,

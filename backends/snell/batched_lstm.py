@@ -18,7 +18,7 @@ enc_Wx     (S, E, 4H)        encoder LSTM input weights, gates i, f, g, o
 enc_Wh     (S, H, 4H)        encoder LSTM recurrent weights
 enc_b      (S, 1, 4H)        encoder LSTM bias
 dec_*      as enc_*          decoder LSTM
-W_att      (S, K, H, H)      attention maps W^(k), Eqs. (1) and (20)
+W_att      (S, K, H, H)      attention maps W^(k), Snell Eqs. (1), (20)
 N_W1/N_b1  (S, 2H, H)/(S,1,H) hidden layer of N (ReLU), Snell Eq. (2)
 N_W2/N_b2  (S, H, V)/(S,1,V) output layer of N (softmax)
 =========  ================  =========================================

@@ -6,8 +6,8 @@ task           conditions (first one fills "seeds")    paper
 copy           permutation, control                    Sec. 3.3, Fig. 3 left, Fig. 4
 copy-control   control                                 Sec. 3.3 (blue curves)
 copy-mixture   mixture, control                        Fig. 3 right, App. A.3, Fig. 8
-multihead      independent, one-good, all-bad          Sec. 5.2, Eqs. (20)-(21), Fig. 6
-keyword        keyword (uniform attention)             Sec. 6.1, Eqs. (22)-(24), Figs. 5, 7
+multihead      independent, one-good, all-bad          Sec. 5.2, Snell Eqs. (20)-(21), Fig. 6
+keyword        keyword (uniform attention)             Sec. 6.1, Snell Eqs. (22)-(24), Figs. 5, 7
 permute        permutation-function, copy              Sec. 6.2, Snell Eq. (25)
 =============  ======================================  ==========================
 
