@@ -30,9 +30,9 @@ from minimal_attn.experiments.results_store import provenance, summarise, write_
 #: with the authors' networks and Adam, a test evaluation per epoch included
 #: (benchmarks/README.md, 2026-11-26); H100: x 0.75 (its memory bandwidth, 3.35
 #: against 4.8 TB/s); cpu: the 2-core machine, one thread per run (about 350
-#: mosaics/s measured for SA at width 1). The CPU time of the benchmark equalled its
-#: wall time, so one process is bound by kernel launches, and 4 cells side by side
-#: (gpu_cells.sh --parallel 4) ran at about 74,000 mosaics/s together.
+#: mosaics/s measured for SA at width 1). One process leaves the card idle part of the
+#: time: 4 cells side by side (gpu_cells.sh --parallel 4) ran at about 74,000
+#: mosaics/s together.
 THROUGHPUT = {"h100": 30_000.0, "h200": 40_000.0, "cpu": 350.0}
 #: Seconds per unit of work of the other cells, from what was measured (rough):
 #: * hatexplain: one seed-epoch of the text FCAM (CPU: 4 paradigms x 3 seeds x 10
