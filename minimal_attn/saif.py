@@ -14,14 +14,11 @@ Figure 1 shows the joint distribution of :math:`(a_z, s_y)` as a 5 x 5 heat
 map of percentages.
 """
 
-import os
-import sys
 
 import numpy as np
 
 from minimal_attn._xp import to_numpy
 from minimal_attn.errors import InputError
-from minimal_attn.experiments.io import save_figure
 
 COUNT_KEYS = ("ftpt", "ftpf", "ffpt", "ffpf")   # focus true/false x prediction true/false
 _TOL = 1e-6                                      # float32 softmax can overshoot 1 slightly
@@ -120,47 +117,6 @@ def _snap(v, bins):
     """``v`` with values within EDGE_TOL of a bin edge k/bins moved onto the edge."""
     edge = np.round(v * bins) / bins
     return np.where(np.abs(v - edge) <= EDGE_TOL, edge, v)
-
-
-def plot_heatmap(grid, title, path):
-    """Draw a :func:`heatmap` grid (a_z up the vertical axis) and save it atomically to ``path``.
-
-    Each cell is annotated with its percentage. The figure format follows
-    the extension of ``path`` (png, pdf, svg); its folder must exist.
-    """
-    grid = np.asarray(grid, dtype=np.float64)
-    if grid.ndim != 2 or grid.shape[0] != grid.shape[1] or not np.all(np.isfinite(grid)):
-        raise InputError(f"heat map must be a finite square grid, got shape {grid.shape}")
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise InputError(f"output folder {folder} does not exist; create it or "
-                         "choose another --out")
-    import matplotlib
-
-    if "matplotlib.pyplot" not in sys.modules:
-        matplotlib.use("Agg")        # headless; never switch a backend already in use
-    from matplotlib.figure import Figure
-
-    bins = grid.shape[0]
-    labels = [f"{k / bins:.1f}-{(k + 1) / bins:.1f}" for k in range(bins)]
-    fig = Figure(figsize=(5.2, 4.4))          # no pyplot: nothing global to clean up
-    ax = fig.add_subplot()
-    vmax = max(float(grid.max()), 1e-9)      # an all-zero grid still gets a valid scale
-    image = ax.imshow(grid, origin="lower", cmap="viridis", vmin=0.0, vmax=vmax)
-    for i in range(bins):
-        for j in range(bins):
-            dark = grid[i, j] < 0.5 * vmax
-            ax.text(j, i, f"{grid[i, j]:.1f}", ha="center", va="center", fontsize=8,
-                    color="white" if dark else "black")
-    ax.set_xticks(range(bins), labels, rotation=30)
-    ax.set_yticks(range(bins), labels)
-    ax.set_xlabel("true-class score s_y")
-    ax.set_ylabel("focus on foreground a_z")
-    ax.set_title(str(title))
-    fig.colorbar(image, ax=ax, label="% of instances")
-    fig.tight_layout()
-    save_figure(fig, path, dpi=120)
-    return path
 
 
 def foreground_scores(a, s, y, z):

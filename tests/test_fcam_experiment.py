@@ -44,11 +44,11 @@ def test_results_json_is_written_last(tmp_path, monkeypatch):
     config = ExperimentConfig(**SMALL, paradigms=["sa"])
     run_experiment(config, out=str(tmp_path))
     assert (tmp_path / "results.json").exists()
-    import minimal_attn.saif as saif
+    import minimal_attn.experiments.plots as plots
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
-    monkeypatch.setattr(saif, "plot_heatmap", interrupted)
+    monkeypatch.setattr(plots, "plot_heatmap", interrupted)
     with pytest.raises(KeyboardInterrupt, match="--resume"):
         run_experiment(config, out=str(tmp_path), resume=True)
     # the old results.json is gone, so no reader pairs it with half-rewritten files

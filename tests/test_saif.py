@@ -9,11 +9,11 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from minimal_attn.errors import InputError
+from minimal_attn.experiments.plots import plot_heatmap
 from minimal_attn.saif import (
     focus_prediction_counts,
     foreground_scores,
     heatmap,
-    plot_heatmap,
     saif,
     summarise,
 )

@@ -3,7 +3,9 @@ r"""Figures of Vashisht & Ramaswamy (2023), drawn with matplotlib (Agg, no displ
 * :func:`plot_fixed_focus_losses`: Figure 2, fixed-focus loss against epochs;
 * :func:`plot_incentives`: Figure 3, focus-improvement incentive against epochs;
 * :func:`plot_training_curves`: mean a_z and training loss per epoch of trained
-  FCAMs (the Table 1 runs, e.g. a set of cells).
+  FCAMs (the Table 1 runs, e.g. a set of cells);
+* :func:`plot_heatmap`: Figure 1, the (a_z, s_y) heat map of
+  :func:`minimal_attn.saif.heatmap`.
 
 Both take the result of :func:`minimal_attn.fixed_focus.fixed_focus_curves`,
 ``{paradigm: {alpha: {"epoch", "loss", "incentive", ...}}}`` (alpha keys may be
@@ -13,8 +15,12 @@ form (``loss_closed_form`` / ``incentive_closed_form``, when present and not
 None) dashed on top. Files are written atomically with :func:`io.save_figure`.
 """
 
+import os
+import sys
+
 import numpy as np
 
+from minimal_attn.errors import InputError
 from minimal_attn.experiments.io import save_figure
 
 PARADIGM_TITLES = {"sa": "soft attention (SA)", "ha": "hard attention (HA)",
@@ -125,3 +131,45 @@ def plot_training_curves(histories, path, title="Training curves (mean over seed
     fig.tight_layout()
     save_figure(fig, path, dpi=120)
     plt.close(fig)
+
+
+def plot_heatmap(grid, title, path):
+    """Draw a :func:`minimal_attn.saif.heatmap` grid (a_z up the vertical axis); save it
+    atomically to ``path``.
+
+    Each cell is annotated with its percentage. The figure format follows
+    the extension of ``path`` (png, pdf, svg); its folder must exist.
+    """
+    grid = np.asarray(grid, dtype=np.float64)
+    if grid.ndim != 2 or grid.shape[0] != grid.shape[1] or not np.all(np.isfinite(grid)):
+        raise InputError(f"heat map must be a finite square grid, got shape {grid.shape}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise InputError(f"output folder {folder} does not exist; create it or "
+                         "choose another --out")
+    import matplotlib
+
+    if "matplotlib.pyplot" not in sys.modules:
+        matplotlib.use("Agg")        # headless; never switch a backend already in use
+    from matplotlib.figure import Figure
+
+    bins = grid.shape[0]
+    labels = [f"{k / bins:.1f}-{(k + 1) / bins:.1f}" for k in range(bins)]
+    fig = Figure(figsize=(5.2, 4.4))          # no pyplot: nothing global to clean up
+    ax = fig.add_subplot()
+    vmax = max(float(grid.max()), 1e-9)      # an all-zero grid still gets a valid scale
+    image = ax.imshow(grid, origin="lower", cmap="viridis", vmin=0.0, vmax=vmax)
+    for i in range(bins):
+        for j in range(bins):
+            dark = grid[i, j] < 0.5 * vmax
+            ax.text(j, i, f"{grid[i, j]:.1f}", ha="center", va="center", fontsize=8,
+                    color="white" if dark else "black")
+    ax.set_xticks(range(bins), labels, rotation=30)
+    ax.set_yticks(range(bins), labels)
+    ax.set_xlabel("true-class score s_y")
+    ax.set_ylabel("focus on foreground a_z")
+    ax.set_title(str(title))
+    fig.colorbar(image, ax=ax, label="% of instances")
+    fig.tight_layout()
+    save_figure(fig, path, dpi=120)
+    return path

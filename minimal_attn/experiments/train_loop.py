@@ -34,6 +34,7 @@ from typing import Optional, Union
 from minimal_attn import losses
 from minimal_attn.errors import InputError, check_paradigm
 from minimal_attn.experiments.checkpoints import check_format, load_guarded, write_checkpoint  # noqa: F401 (re-exported)
+from minimal_attn.experiments.progress import counter
 
 #: The paper's learning rates (Appendix A.2): dataset -> loss paradigm -> lr.
 #: Synthetic image mosaics use CIFAR-10's.
@@ -251,32 +252,16 @@ def _check_settings(meta, config, trainer, fingerprint, path):
                          f"than epochs={config.epochs}", param="epochs")
 
 
-def _no_bar(length, label):
-    return _NoBar()
-
-
-class _NoBar:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def update(self, loss=None):
-        pass
-
-
 def run_epochs(config, trainer, fingerprint, out_dir=None, resume=False, progress=None,
                callback=None, log=None):
     """Train ``trainer`` for ``config.epochs`` epochs (fewer if ``config.stop_loss`` is
     reached); return the result dict.
 
-    ``progress(length, label)`` makes a per-epoch progress bar (a context
-    manager with ``update(loss)``); ``callback(epoch, record)`` runs after each
+    ``progress(label, done, total, note)`` hears of every step (one task per
+    epoch, :mod:`.progress`); ``callback(epoch, record)`` runs after each
     checkpoint; ``log(line)`` receives warnings.
     """
     log = log or (lambda line: None)
-    bar = progress if callable(progress) else _no_bar
     path = checkpoint_path(out_dir, config) if out_dir is not None else None
     meta = {"format": CHECKPOINT_FORMAT, "kind": trainer.KIND, "epoch": 0,
             "config": affecting(config, trainer.LR_TABLE), "data": fingerprint,
@@ -302,8 +287,10 @@ def run_epochs(config, trainer, fingerprint, out_dir=None, resume=False, progres
         # the hybrid's SA phase is scored with SA's rule, its HA phase with HA's
         rule = "sa" if config.paradigm == "hybrid" and phase == "sa" else config.paradigm
         label = f"{config.paradigm} seed {config.seed} epoch {epoch + 1}/{config.epochs}"
-        with bar(trainer.steps(config.batch_size), label) as b:
-            loss, acc, a_z = trainer.train_epoch(phase, rates[phase], epoch, b.update)
+        tick = counter(progress, label, trainer.steps(config.batch_size))
+        loss, acc, a_z = trainer.train_epoch(
+            phase, rates[phase], epoch,
+            lambda value=None, tick=tick: tick(1, None if value is None else f"loss {value:.4f}"))
         check_divergence(loss, history, config, trainer.probe_loss(phase)
                          if hasattr(trainer, "probe_loss") else None)
         ends = config.stop_loss is not None and loss <= config.stop_loss or out_of_time()

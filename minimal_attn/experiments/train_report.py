@@ -153,7 +153,7 @@ def write_results(out, results, runs, meta, summary=None, title=None):
     ``title``: the heat maps' data set label (default: ``m=<m>``). The
     ``instances_*.npz`` hold every per-instance array a run returns.
     """
-    from minimal_attn.saif import plot_heatmap
+    from minimal_attn.experiments.plots import plot_heatmap
 
     m, dataset = meta.get("m"), meta["dataset"]
     ensure_dir(out)
