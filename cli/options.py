@@ -68,7 +68,7 @@ class ProgressBar:
 
     def __init__(self, enabled=True):
         self.enabled = bool(enabled) and sys.stderr.isatty()
-        self.bar, self.label, self.shown, self.drawn = None, None, 0, 0.0
+        self.bar, self.label, self.shown, self.note, self.drawn = None, None, 0, None, 0.0
 
     def __call__(self, label, done, total, note=None):
         if not self.enabled or (self.bar is None and label == self.label
@@ -76,15 +76,16 @@ class ProgressBar:
             return                        # a finished task's last note: its bar is closed
         if self.bar is None or label != self.label or done < self.shown:
             self.close()
-            self.label, self.shown = label, 0
+            self.label, self.shown, self.note, self.drawn = label, 0, None, 0.0
             self.bar = click.progressbar(length=max(int(total), 1), label=label,
                                          file=sys.stderr, show_pos=True,
                                          item_show_func=lambda text: text)
             self.bar.__enter__()
+        self.note = self.note if note is None else note
         now = time.monotonic()
-        if note is None and done < total and now - self.drawn < self.REDRAW_SECONDS:
-            return
-        self.bar.update(done - self.shown, note)
+        if done < total and now - self.drawn < self.REDRAW_SECONDS:
+            return                        # drawn at the next call (the note kept)
+        self.bar.update(done - self.shown, self.note)
         self.shown, self.drawn = done, now
         if done >= total:
             self.close()                  # so that the library's next line starts clean
