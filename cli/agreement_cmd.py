@@ -4,20 +4,20 @@ import os
 
 import click
 
-from minimal_attn.cli.options import echo_line, on_interrupt, resume_note
-from minimal_attn.cli.seq_options import CTX, ProgressBars, data_and_model_options, infer_task
+from minimal_attn.cli.options import CONTEXT, ProgressBar, echo_line, on_interrupt, resume_note
+from minimal_attn.cli.seq_options import D, data_and_model_options, infer_task
 
 
-@click.command(context_settings=CTX)
+@click.command(context_settings=CONTEXT)
 @data_and_model_options
-@click.option("--proxy-d", type=int, default=256, show_default=True,
+@click.option("--proxy-d", type=int, default=D.proxy_d, show_default=True,
               help="Embedding width of the proxy model, Eq. (5) (A.10: 256).")
-@click.option("--proxy-epochs", type=int, default=5, show_default=True)
-@click.option("--frozen/--no-frozen", default=True, show_default=True,
+@click.option("--proxy-epochs", type=int, default=D.proxy_epochs, show_default=True)
+@click.option("--frozen/--no-frozen", default=D.frozen, show_default=True,
               help="classify: also the frozen-beta model of A.6 (Table 10).")
-@click.option("--logistic/--no-logistic", default=True, show_default=True,
+@click.option("--logistic/--no-logistic", default=D.logistic, show_default=True,
               help="classify: also the logistic proxy beta^log of A.10 (Table 11).")
-@click.option("--kendall/--no-kendall", default=True, show_default=True,
+@click.option("--kendall/--no-kendall", default=D.kendall, show_default=True,
               help="Also the table with Kendall's tau instead of A (Table 3).")
 def agreement(task, dataset, data_dir, out, steps, hidden, emb, out_hidden, batch_size, lr,
               lr_schedule, warmup, clip, dropout, max_len,
@@ -51,11 +51,8 @@ def agreement(task, dataset, data_dir, out, steps, hidden, emb, out_hidden, batc
                              train_eval=train_eval, bleu=bleu, embeddings=embeddings,
                              device=device)
     on_interrupt(lambda: resume_note(out))      # running the same command continues
-    bars = ProgressBars(progress)
-    try:
-        run_agreement(config, out, callback=bars, log=echo_line)
-    finally:
-        bars.close()
+    with ProgressBar(progress) as bar:
+        run_agreement(config, out, progress=bar, log=echo_line)
     with open(os.path.join(out, "table.md"), encoding="utf-8") as f:
         click.echo(f.read(), nl=False)
     click.echo(f"Wrote {os.path.join(out, 'agreement.json')}, table.md, table.csv, "

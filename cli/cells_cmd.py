@@ -11,10 +11,12 @@ import sys
 
 import click
 
+from minimal_attn.cli.options import CONTEXT, default
 from minimal_attn.experiments import cells as lib
 from minimal_attn.experiments.results_store import write_report
 
-CONTEXT = {"help_option_names": ["-h", "--help"]}
+RESULTS, WORK = default(lib.run_cell, "results_dir"), default(lib.run_cell, "work_root")
+README = "README.md"         # the repository's README, whose results block is generated
 
 
 @click.group(context_settings=CONTEXT)
@@ -65,10 +67,10 @@ def list_cells(card, as_json):
               help="Folder holding each cell's data folder (cifar10, cifar10-full, "
                    "hatexplain, sst2, multi30k).")
 @click.option("--results", "results_dir", type=click.Path(file_okay=False),
-              default="results", show_default=True, help="The results store.")
-@click.option("--work", type=click.Path(file_okay=False), default="runs/cells",
+              default=RESULTS, show_default=True, help="The results store.")
+@click.option("--work", type=click.Path(file_okay=False), default=WORK,
               show_default=True, help="Each cell's run folder (checkpoints; a rerun resumes).")
-@click.option("--device", default="auto", show_default=True,
+@click.option("--device", default=default(lib.run_cell, "device"), show_default=True,
               help="torch device: auto, cpu, cuda, cuda:K.")
 @click.option("--time-limit", type=float, default=None,
               help="Seconds of training per CNN FCAM cell: it ends at the next epoch "
@@ -88,11 +90,11 @@ def run_cells(names, data_root, results_dir, work, device, time_limit):
 
 @cells.command("plot")
 @click.argument("names", nargs=-1, required=True)
-@click.option("--work", type=click.Path(file_okay=False), default="runs/cells",
+@click.option("--work", type=click.Path(file_okay=False), default=WORK,
               show_default=True, help="The folder holding each cell's run folder.")
 @click.option("--out", "path", type=click.Path(dir_okay=False), required=True,
               help="The figure to write (.png, .pdf or .svg).")
-@click.option("--title", default="Training curves (mean over seeds)", show_default=True)
+@click.option("--title", default=default(lib.plot_cells, "title"), show_default=True)
 def plot(names, work, path, title):
     """Plot mean a_z and training loss per epoch of the Table 1 cells NAMES."""
     lib.plot_cells(names, work, path, title)
@@ -101,8 +103,8 @@ def plot(names, work, path, title):
 
 @cells.command("report")
 @click.option("--results", "results_dir", type=click.Path(file_okay=False),
-              default="results", show_default=True, help="The results store.")
-@click.option("--readme", type=click.Path(dir_okay=False), default="README.md",
+              default=RESULTS, show_default=True, help="The results store.")
+@click.option("--readme", type=click.Path(dir_okay=False), default=README,
               show_default=True, help="The README whose results block to rewrite.")
 @click.option("--check", is_flag=True,
               help="Write nothing; exit 1 if a page is out of date with the records.")

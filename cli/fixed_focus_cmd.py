@@ -4,7 +4,7 @@ import json
 
 import click
 
-from minimal_attn.cli.options import CONTEXT, config, default, parse_paradigms, progressbar
+from minimal_attn.cli.options import CONTEXT, ProgressBar, config, default, parse_paradigms
 from minimal_attn.errors import InputError
 from minimal_attn.experiments.fixed_focus import (
     DEFAULT_EPOCHS_LR,
@@ -40,7 +40,7 @@ _D = FixedFocusConfig
                    f"CIFAR: {_CIFAR_LR:g} with sgd, 5e-4 with adam].")
 @click.option("--delta", type=float, default=default(_D, "delta"), show_default=True,
               help="Focus step of the incentive: alpha' = min(alpha + delta, 1).")
-@click.option("--paradigm", "paradigms", default="all", show_default=True,
+@click.option("--paradigm", "paradigms", default=default(_D, "paradigms"), show_default=True,
               help="sa, ha, lv (comma-separated; aliases soft, hard, lvml) or all; hybrid "
                    "is a schedule, not a loss.")
 @click.option("--data-dir", type=click.Path(), default=None, metavar="DIR",
@@ -104,8 +104,8 @@ def fixed_focus(out, as_json, paradigms, alphas, **options):
                              "linear-orthogonal") from None
     if out is not None:
         check_output_dir(out)
-    with progressbar(lib.work_units(cfg), "training g") as update:
-        result = run(cfg, progress=update)
+    with ProgressBar() as bar:
+        result = run(cfg, progress=bar)
     if out is not None:
         lib.write_fixed_focus(result, out)
     if as_json:

@@ -11,12 +11,13 @@ torch is imported only when the command runs.
 import click
 
 from minimal_attn.cli.options import (
-    EpochBar,
+    ProgressBar,
     echo_after,
     on_interrupt,
     parse_lr,
     parse_paradigms,
     parse_switch,
+    progress_option,
     resume_note,
     unused_warnings,
 )
@@ -65,9 +66,8 @@ from minimal_attn.errors import InputError
               help="SAIF threshold tau (a_z* > tau and s_y > tau).")
 @click.option("--min-count", type=int, default=2, show_default=True,
               help="Words seen fewer times in the training split become <unk>.")
-@click.option("--progress/--no-progress", default=True, show_default=True,
-              help="A progress bar per epoch (stderr); one line per epoch is printed "
-                   "either way (and appended to OUT/history.jsonl).")
+@progress_option("A progress bar per epoch (stderr, on a terminal); one line per epoch is "
+                 "printed either way (and appended to OUT/history.jsonl).")
 def train_text(backend, dataset, data_dir, embedding, paradigm, epochs, seeds, out, resume,
                device, threads, lr, hybrid_lr, batch_size, switch_epoch, threshold, min_count,
                progress):
@@ -104,9 +104,9 @@ def train_text(backend, dataset, data_dir, embedding, paradigm, epochs, seeds, o
     warnings = unused_warnings(paradigms, config.lr, switch_epoch, hybrid_lr,
                                hybrid_uses=("sa",))
     on_interrupt(lambda: resume_note(out, "--resume"))
-    results, meta = run_hatexplain(config, data_dir, out, resume,
-                                   progress=EpochBar if progress else None,
-                                   log=echo_after(warnings))
+    with ProgressBar(progress) as bar:
+        results, meta = run_hatexplain(config, data_dir, out, resume, progress=bar,
+                                       log=echo_after(warnings))
     click.echo(summary_markdown(results, meta), nl=False)
     if out is not None:
         click.echo(f"wrote results.json, config.json, history.jsonl, summary.csv, summary.md, "

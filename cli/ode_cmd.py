@@ -6,18 +6,18 @@ import click
 
 from minimal_attn.cli.options import (
     CONTEXT,
+    ProgressBar,
     config,
     default,
     parse_float_list,
     parse_paradigms,
-    progressbar,
 )
 from minimal_attn.experiments.ode import FIGURE4_SETTINGS, OdeConfig
 from minimal_attn.losses import LOSS_PARADIGMS
 
 
 @click.command(context_settings=CONTEXT)
-@click.option("--paradigm", default="all", show_default=True,
+@click.option("--paradigm", default=default(OdeConfig, "paradigms"), show_default=True,
               help="sa, ha, lv, a comma list such as sa,lv, or all "
                    "(aliases: soft, hard, lvml).")
 @click.option("--m", "m", type=int, default=None,
@@ -73,9 +73,8 @@ def ode(paradigm, m, n_classes, t_max, alpha, simulate, lr, t_eval, out, as_json
     lib.validate(cfg)
     if out is not None:
         check_output_dir(out)
-    with progressbar(lib.work_units(cfg),
-                     "solving" + (" and simulating" if simulate else "")) as update:
-        result = lib.run_ode(cfg, progress=update)
+    with ProgressBar() as bar:
+        result = lib.run_ode(cfg, progress=bar)
     if out is not None:
         lib.write_ode(result, out)
     if as_json:

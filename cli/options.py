@@ -1,10 +1,11 @@
 """Option-parsing helpers shared by the ``attn-dyn`` commands (the CLI edge only)."""
 
-import contextlib
 import dataclasses
+import inspect
 import os
 import shlex
 import sys
+import time
 
 import click
 
@@ -52,27 +53,54 @@ def resume_note(out, flag=None):
             "attn-dyn " + " ".join(shlex.quote(a) for a in argv))
 
 
-@contextlib.contextmanager
-def progressbar(length, label, **kwargs):
-    """Yield ``update(n)`` for a library's progress callback.
+class ProgressBar:
+    """The one click adapter of the library's progress callback.
 
-    The click bar on stderr opens at the first update, so a run refused while
-    loading data prints only its error line; when stderr is not a terminal (a
-    log, a pipe) nothing is drawn at all.
+    ``bar(label, done, total, note)`` as :mod:`minimal_attn.experiments.progress`
+    defines it: one click bar on stderr per task label, closed when the task is
+    done or a new label comes, the note shown beside it. A bar opens at its first call, so
+    a run refused while loading data prints only its error line; nothing is
+    drawn when ``enabled`` is false or stderr is not a terminal (a log, a pipe).
+    Use it as a context manager so that the last bar is closed.
     """
-    if not sys.stderr.isatty():
-        yield lambda n=1, *a: None
-        return
-    with contextlib.ExitStack() as stack:
-        bars = []
 
-        def update(n=1, *args):
-            if not bars:
-                bars.append(stack.enter_context(click.progressbar(
-                    length=length, label=label, file=sys.stderr, **kwargs)))
-            bars[0].update(n, *args)
+    REDRAW_SECONDS = 0.1           # a loop may report every step; the terminal need not redraw
 
-        yield update
+    def __init__(self, enabled=True):
+        self.enabled = bool(enabled) and sys.stderr.isatty()
+        self.bar, self.label, self.shown, self.note, self.drawn = None, None, 0, None, 0.0
+
+    def __call__(self, label, done, total, note=None):
+        if not self.enabled or (self.bar is None and label == self.label
+                                and done == self.shown):
+            return                        # a finished task's last note: its bar is closed
+        if self.bar is None or label != self.label or done < self.shown:
+            self.close()
+            self.label, self.shown, self.note, self.drawn = label, 0, None, 0.0
+            self.bar = click.progressbar(length=max(int(total), 1), label=label,
+                                         file=sys.stderr, show_pos=True,
+                                         item_show_func=lambda text: text)
+            self.bar.__enter__()
+        self.note = self.note if note is None else note
+        now = time.monotonic()
+        if done < total and now - self.drawn < self.REDRAW_SECONDS:
+            return                        # drawn at the next call (the note kept)
+        self.bar.update(done - self.shown, self.note)
+        self.shown, self.drawn = done, now
+        if done >= total:
+            self.close()                  # so that the library's next line starts clean
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
 
 
 def config(cls, **given):
@@ -80,12 +108,22 @@ def config(cls, **given):
     return cls(**{k: v for k, v in given.items() if v is not None})
 
 
-def default(cls, name):
-    """The default of dataclass field ``name``, for help texts (written once, in the dataclass)."""
-    field = {f.name: f for f in dataclasses.fields(cls)}[name]
-    value = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+def default(source, name):
+    """The default of ``name`` in ``source`` (a config dataclass, or a library function's
+    keyword), for click options and help texts: every default is written once, there."""
+    if dataclasses.is_dataclass(source):
+        field = {f.name: f for f in dataclasses.fields(source)}[name]
+        value = field.default if field.default is not dataclasses.MISSING \
+            else field.default_factory()
+    else:
+        value = inspect.signature(source).parameters[name].default
     return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value) \
         if isinstance(value, (tuple, list)) else value
+
+
+def progress_option(help="A progress bar on stderr (drawn only on a terminal)."):
+    """``--progress/--no-progress``, on by default: whether :class:`ProgressBar` draws."""
+    return click.option("--progress/--no-progress", default=True, show_default=True, help=help)
 
 
 def parse_paradigms(text, allowed=PARADIGMS, option="--paradigm"):
@@ -176,27 +214,6 @@ def parse_switch(text):
         return int(text)
     except ValueError:
         raise InputError(f"--switch-epoch must be an integer or auto, got {text!r}") from None
-
-
-class EpochBar:
-    """A click progress bar per epoch (stderr) showing the running loss."""
-
-    def __init__(self, length, label):
-        self.text = None
-        self.bar = click.progressbar(length=length, label=label, file=sys.stderr,
-                                     item_show_func=lambda text: text)
-
-    def __enter__(self):
-        self.bar.__enter__()
-        return self
-
-    def update(self, loss=None):
-        if loss is not None:
-            self.text = f"loss {loss:.4f}"
-        self.bar.update(1, self.text)
-
-    def __exit__(self, *exc):
-        return self.bar.__exit__(*exc)
 
 
 def echo_line(line):

@@ -1,12 +1,15 @@
-"""Options shared by ``attn-dyn agreement`` and ``attn-dyn train-seq`` (Snell et al. 2021)."""
+"""Options shared by ``attn-dyn agreement`` and ``attn-dyn train-seq`` (Snell et al. 2021).
 
-import sys
+Every default is read from :class:`~minimal_attn.backends.snell.config.AgreementConfig`.
+"""
 
 import click
 
+from minimal_attn.backends.snell.config import AgreementConfig
+from minimal_attn.cli.options import progress_option
 from minimal_attn.datasets.seq import DATASETS
 
-CTX = {"help_option_names": ["-h", "--help"]}
+D = AgreementConfig()
 
 
 def data_and_model_options(f):
@@ -24,23 +27,23 @@ def data_and_model_options(f):
                      help="Output folder; a run already in it is continued or reused."),
         click.option("--steps", type=int, default=None,
                      help="Adam steps per model [paper: 4000 classify; 20000 translate]."),
-        click.option("--hidden", type=int, default=256, show_default=True,
+        click.option("--hidden", type=int, default=D.hidden, show_default=True,
                      help="LSTM width (A.8)."),
         click.option("--emb", type=int, default=None,
                      help="Embedding width [classify: 300; translate: --hidden]."),
-        click.option("--out-hidden", type=int, default=256, show_default=True,
+        click.option("--out-hidden", type=int, default=D.out_hidden, show_default=True,
                      help="translate: width of N's hidden layer."),
         click.option("--batch-size", type=int, default=None,
                      help="[paper: 32 classify, 16 translate]."),
-        click.option("--lr", type=float, default=1e-3, show_default=True, help="Adam step size."),
+        click.option("--lr", type=float, default=D.lr, show_default=True, help="Adam step size."),
         click.option("--lr-schedule", type=click.Choice(["constant", "cosine"]),
-                     default="constant", show_default=True,
+                     default=D.lr_schedule, show_default=True,
                      help="cosine: decay from --lr to --lr/100 over the steps."),
-        click.option("--warmup", type=int, default=0, show_default=True,
+        click.option("--warmup", type=int, default=D.warmup, show_default=True,
                      help="Steps of linear learning-rate warm-up."),
         click.option("--clip", type=float, default=None,
                      help="Clip the gradient norm to this [no clipping]."),
-        click.option("--dropout", type=float, default=0.5, show_default=True,
+        click.option("--dropout", type=float, default=D.dropout, show_default=True,
                      help="translate: dropout on embeddings and between LSTM layers (A.8)."),
         click.option("--max-len", type=int, default=None,
                      help="Train only on pairs of at most N ids on each side (validation "
@@ -52,19 +55,18 @@ def data_and_model_options(f):
                      "examples."),
         click.option("--max-val", type=int, default=None, help="Use the first N validation "
                      "examples."),
-        click.option("--vocab-size", type=int, default=8000, show_default=True,
+        click.option("--vocab-size", type=int, default=D.vocab_size, show_default=True,
                      help="translate: SentencePiece pieces shared by both sides (A.8)."),
-        click.option("--seed", type=int, default=0, show_default=True),
-        click.option("--train-eval", type=int, default=0, show_default=True,
+        click.option("--seed", type=int, default=D.seed, show_default=True),
+        click.option("--train-eval", type=int, default=D.train_eval, show_default=True,
                      help="Also evaluate on the first N training examples (Table 7)."),
-        click.option("--bleu/--no-bleu", default=True, show_default=True,
+        click.option("--bleu/--no-bleu", default=D.bleu, show_default=True,
                      help="translate: greedy-decoding BLEU (sacrebleu) at every evaluation."),
         click.option("--embeddings", default=None, metavar="FILE",
                      help="classify: GloVe-format text vectors (width --emb) for known words."),
         click.option("--device", default=None,
                      help="cpu or cuda [cuda when available, else cpu]."),
-        click.option("--progress/--no-progress", default=True, show_default=True,
-                     help="Progress bar per model on stderr."),
+        progress_option("A progress bar per model on stderr (drawn only on a terminal)."),
     ]
     for option in reversed(options):
         f = option(f)
@@ -73,29 +75,3 @@ def data_and_model_options(f):
 
 def infer_task(task, dataset):
     return DATASETS[dataset] if task is None else task
-
-
-class ProgressBars:
-    """Turns the library's ``(model, event, info)`` callbacks into one click bar per model."""
-
-    def __init__(self, enabled):
-        self.enabled, self.bar = enabled, None
-
-    def __call__(self, model, event, info):
-        if not self.enabled:
-            return
-        if event == "start":
-            self.close()
-            self.bar = click.progressbar(length=max(int(info["total"]), 1), file=sys.stderr,
-                                         label=f"{model:<9}", show_pos=True)
-            self.bar.__enter__()
-            self.bar.update(int(info["done"]))
-        elif event == "step" and self.bar is not None:
-            self.bar.update(1)
-        elif event == "eval" and self.bar is not None:
-            self.bar.label = f"{model:<9} step {info['step']} perf {info['val_perf']:.3f}"
-
-    def close(self):
-        if self.bar is not None:
-            self.bar.__exit__(None, None, None)
-            self.bar = None

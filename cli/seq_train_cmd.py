@@ -4,11 +4,11 @@ import os
 
 import click
 
-from minimal_attn.cli.options import echo_line, on_interrupt, resume_note
-from minimal_attn.cli.seq_options import CTX, ProgressBars, data_and_model_options, infer_task
+from minimal_attn.cli.options import CONTEXT, ProgressBar, echo_line, on_interrupt, resume_note
+from minimal_attn.cli.seq_options import data_and_model_options, infer_task
 
 
-@click.command(context_settings=CTX)
+@click.command(context_settings=CONTEXT)
 @data_and_model_options
 @click.option("--attention", type=click.Choice(["learned", "uniform", "frozen"]),
               default="learned", show_default=True,
@@ -41,12 +41,8 @@ def train_seq(task, dataset, data_dir, out, steps, hidden, emb, out_hidden, batc
                              seed=seed, train_eval=train_eval, bleu=bleu, embeddings=embeddings,
                              device=device)
     on_interrupt(lambda: resume_note(out))      # running the same command continues
-    bars = ProgressBars(progress)
-    try:
-        result = train_one(config, attention, out, callback=lambda e, i: bars(attention, e, i),
-                           log=echo_line)
-    finally:
-        bars.close()
+    with ProgressBar(progress) as bar:
+        result = train_one(config, attention, out, progress=bar, log=echo_line)
     click.echo("step\tval_perf\tval_bleu")
     for h in result["history"]:
         bleu_text = "" if h["val_bleu"] is None else f"{h['val_bleu']:.4f}"

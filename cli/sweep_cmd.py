@@ -8,14 +8,14 @@ import sys
 
 import click
 
-from minimal_attn.cli.options import on_interrupt
+from minimal_attn.cli.options import CONTEXT, default, on_interrupt
 from minimal_attn.errors import InputError
 from minimal_attn.experiments.sweep import run_sweep, stored_grid
-from minimal_attn.experiments.sweep_engines import ENGINES
+from minimal_attn.experiments.sweep_engines import ENGINES, make_engine
 from minimal_attn.experiments.sweep_grid import expand, parse_tokens, read_grid_file
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(context_settings=CONTEXT)
 @click.argument("settings", nargs=-1)
 @click.option("--grid", "grid_tokens", multiple=True, metavar="KEY=V1,V2",
               help="A setting of `attn-dyn train` and its values (comma-separated values "
@@ -30,7 +30,8 @@ from minimal_attn.experiments.sweep_grid import expand, parse_tokens, read_grid_
 @click.option("--resume", is_flag=True,
               help="Continue the sweep in --out (its grid unless one is given); finished "
                    "cells are skipped and the others resume from their checkpoints.")
-@click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
+@click.option("--engine", type=click.Choice(ENGINES), default=default(run_sweep, "engine"),
+              show_default=True,
               help="local: in this process, one cell after another; ray: one Ray task a "
                    "cell (pip install \".[ray]\"); slurm: one submitit job a cell "
                    "(pip install \".[slurm]\").")
@@ -41,28 +42,33 @@ from minimal_attn.experiments.sweep_grid import expand, parse_tokens, read_grid_
 @click.option("--data-dir", type=click.Path(), default=None,
               help="CIFAR folder of every cell (the grid key data_dir); on a cluster it must "
                    "be visible from the workers, like --out.")
-@click.option("--retries", type=int, default=2, show_default=True,
+@click.option("--retries", type=int, default=default(run_sweep, "retries"), show_default=True,
               help="ray, slurm: times a cell whose worker died is run again (from its "
                    "checkpoint).")
 @click.option("--max-running", type=int, default=None,
               help="ray, slurm: cells running at once [default: ray: the cluster's CPUs / "
                    "--cpus-per-cell; slurm: 256; slurm --cluster local: 2].")
-@click.option("--cells-per-job", type=int, default=1, show_default=True,
+@click.option("--cells-per-job", type=int, default=default(make_engine, "cells_per_job"),
+              show_default=True,
               help="ray, slurm: cells run one after another in one task or job (short "
                    "cells waste less time starting Python and torch).")
-@click.option("--cpus-per-cell", type=float, default=1, show_default=True)
-@click.option("--gpus-per-cell", type=float, default=0, show_default=True,
+@click.option("--cpus-per-cell", type=float, default=default(make_engine, "cpus_per_cell"),
+              show_default=True)
+@click.option("--gpus-per-cell", type=float, default=default(make_engine, "gpus_per_cell"),
+              show_default=True,
               help="ray: GPUs requested per task (fractions allowed); slurm: GPUs per job.")
 @click.option("--address", default=None,
               help="ray: the cluster to join (e.g. auto, ray://HOST:10001) [default: start "
                    "a local Ray].")
 @click.option("--num-cpus", type=int, default=None,
               help="ray: CPUs of the local Ray it starts [default: all].")
-@click.option("--cluster", type=click.Choice(["slurm", "local"]), default="slurm",
-              show_default=True, help="slurm: submit to Slurm; local: submitit's local "
-                                      "executor (each cell a local process; for tests).")
+@click.option("--cluster", type=click.Choice(["slurm", "local"]),
+              default=default(make_engine, "cluster"), show_default=True,
+              help="slurm: submit to Slurm; local: submitit's local executor (each cell a "
+                   "local process; for tests).")
 @click.option("--partition", default=None, help="slurm: the partition.")
-@click.option("--time", "time_min", type=int, default=60, show_default=True,
+@click.option("--time", "time_min", type=int, default=default(make_engine, "time_min"),
+              show_default=True,
               help="slurm: minutes per job (a job that runs out is requeued and resumes).")
 @click.option("--account", default=None, help="slurm: the account to charge.")
 @click.option("--list", "list_only", is_flag=True,

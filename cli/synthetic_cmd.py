@@ -7,74 +7,66 @@ only when the command runs.
 
 import click
 
-# the presets live in the library; that module imports torch only inside functions
-from minimal_attn.backends.snell.synthetic_train import SYNTHETIC_SIZES
-from minimal_attn.cli.options import echo_line, on_interrupt, resume_note
+# the configs live in the library; these modules import torch only inside functions
+from minimal_attn.backends.snell.synthetic_experiments import TASKS, run_synthetic
+from minimal_attn.backends.snell.synthetic_train import (
+    SYNTHETIC_SIZES,
+    SyntheticConfig,
+    sized_config,
+)
+from minimal_attn.cli.options import (
+    CONTEXT,
+    ProgressBar,
+    default,
+    echo_line,
+    on_interrupt,
+    progress_option,
+    resume_note,
+)
 
-TASK_NAMES = ("copy", "copy-control", "copy-mixture", "multihead", "keyword", "permute")
-CPU_SIZE, PAPER_SIZE = SYNTHETIC_SIZES["cpu"], SYNTHETIC_SIZES["paper"]
-
-
-def _progress_callback(enabled):
-    """A click progress bar per phase (head screening, training) fed by the library callback."""
-    state = {"phase": None, "bar": None, "done": 0}
-
-    def close():
-        if state["bar"] is not None:
-            state["bar"].__exit__(None, None, None)
-            state["bar"] = None
-
-    def update(phase, step, total, loss):
-        if not enabled:
-            return
-        if phase != state["phase"]:
-            close()
-            state.update(phase=phase, done=step - 1,
-                         bar=click.progressbar(length=total, label=phase,
-                                               file=click.get_text_stream("stderr"),
-                                               item_show_func=lambda t: t, show_pos=True))
-            state["bar"].__enter__()
-        text = None if loss is None else f"loss {loss:.3f}"
-        state["bar"].update(step - state["done"], text)
-        state["done"] = step
-    update.close = close
-    return update
+CPU, PAPER = SYNTHETIC_SIZES["cpu"], SYNTHETIC_SIZES["paper"]
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]},
+def _sizes(name):
+    """``[CPU 1000, paper 3000]`` for a help text, from the presets."""
+    cpu, paper = CPU[name], PAPER[name]
+    return f"[CPU {cpu:g}, paper size {paper:g}]" if cpu != paper else f"[{cpu:g}]"
+
+
+@click.command(context_settings=CONTEXT,
                short_help="Snell et al.'s synthetic tasks: copy, permutations, "
                           "multi-head, keyword.")
-@click.argument("task", type=click.Choice(TASK_NAMES))
-@click.option("--seeds", type=int, default=None,
-              help=f"Seeds per condition [CPU {CPU_SIZE['seeds']}, paper {PAPER_SIZE['seeds']}].")
-@click.option("--steps", type=int, default=None,
-              help=f"Adam steps [CPU {CPU_SIZE['steps']}, paper size {PAPER_SIZE['steps']}].")
-@click.option("--hidden", type=int, default=None,
-              help=f"LSTM width H [CPU {CPU_SIZE['hidden']}, paper 256].")
+@click.argument("task", type=click.Choice(list(TASKS)))
+@click.option("--seeds", type=int, default=None, help="Seeds per condition " + _sizes("seeds"))
+@click.option("--steps", type=int, default=None, help="Adam steps " + _sizes("steps"))
+@click.option("--hidden", type=int, default=None, help="LSTM width H " + _sizes("hidden"))
 @click.option("--embed", type=int, default=None, help="Embedding size [= --hidden].")
-@click.option("--batch-size", type=int, default=None, help="Sequences per step and seed [32].")
-@click.option("--lr", type=float, default=None,
-              help="Adam learning rate [CPU 3e-3, paper size 1e-3].")
+@click.option("--batch-size", type=int, default=None,
+              help="Sequences per step and seed " + _sizes("batch_size"))
+@click.option("--lr", type=float, default=None, help="Adam learning rate " + _sizes("lr"))
 @click.option("--eval-every", type=int, default=None,
               help="Steps between test evaluations and checkpoints [steps/20].")
-@click.option("--n-test", type=int, default=200, show_default=True,
-              help="Fixed test sequences per seed.")
-@click.option("--heads", type=int, default=8, show_default=True, help="multihead: heads K.")
-@click.option("--pool", type=int, default=24, show_default=True,
+@click.option("--n-test", type=int, default=default(SyntheticConfig, "n_test"),
+              show_default=True, help="Fixed test sequences per seed.")
+@click.option("--heads", type=int, default=default(run_synthetic, "heads"), show_default=True,
+              help="multihead: heads K.")
+@click.option("--pool", type=int, default=default(run_synthetic, "pool"), show_default=True,
               help="multihead: candidate heads screened for good/bad.")
-@click.option("--first-seed", type=int, default=0, show_default=True)
+@click.option("--first-seed", type=int, default=default(run_synthetic, "first_seed"),
+              show_default=True)
 @click.option("--vocab", type=int, default=None,
               help="Word ids 1..N of the seq2seq model [the largest of the task's conditions: "
                    "40 multihead and permute-only, 60 copy]; multihead --vocab 60 screens "
                    "heads in the model size the copy task uses.")
 @click.option("--paper-size", is_flag=True,
-              help="Paper sizes (H = E = 256, 20 seeds, 3000 steps, lr 1e-3) unless "
-                   "given explicitly.")
+              help=f"Paper sizes (H = E = {PAPER['hidden']}, {PAPER['seeds']} seeds, "
+                   f"{PAPER['steps']} steps, lr {PAPER['lr']:g}) unless given explicitly.")
 @click.option("--out", type=click.Path(file_okay=False), required=True,
               help="Folder for results.json, figures and checkpoints/.")
 @click.option("--resume", is_flag=True, help="Continue from the checkpoints in --out.")
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
-@click.option("--progress/--no-progress", default=True, show_default=True)
+@click.option("--device", type=click.Choice(["cpu", "cuda"]),
+              default=default(SyntheticConfig, "device"), show_default=True)
+@progress_option("A progress bar per phase (head screening, training) on stderr.")
 def synthetic(task, seeds, steps, hidden, embed, batch_size, lr, eval_every, n_test, heads,
               pool, first_seed, vocab, paper_size, out, resume, device, progress):
     """Snell et al. (2021) synthetic experiments, all seeds trained as one batched model.
@@ -93,30 +85,20 @@ def synthetic(task, seeds, steps, hidden, embed, batch_size, lr, eval_every, n_t
     """
     import torch
 
-    from minimal_attn.backends.snell.synthetic_experiments import check_synthetic, run_synthetic
-    from minimal_attn.backends.snell.synthetic_train import SyntheticConfig
+    from minimal_attn.backends.snell.synthetic_experiments import check_synthetic
 
-    size = dict(PAPER_SIZE if paper_size else CPU_SIZE)
-    given = {"seeds": seeds, "steps": steps, "hidden": hidden, "embed": embed,
-             "batch_size": batch_size, "lr": lr}
-    size.update({k: v for k, v in given.items() if v is not None})
-    if eval_every is None:
-        eval_every = max(1, size["steps"] // 20)
-    config = SyntheticConfig(steps=size["steps"], hidden=size["hidden"], embed=size["embed"],
-                             batch_size=size["batch_size"], lr=size["lr"], eval_every=eval_every,
-                             n_test=n_test, device=device, vocab=vocab)
-    options = dict(seeds=size["seeds"], first_seed=first_seed, heads=heads, pool=pool,
-                   out_dir=out)
+    config, seeds = sized_config("paper" if paper_size else "cpu", seeds=seeds, steps=steps,
+                                 hidden=hidden, embed=embed, batch_size=batch_size, lr=lr,
+                                 eval_every=eval_every, n_test=n_test, device=device,
+                                 vocab=vocab)
+    options = dict(seeds=seeds, first_seed=first_seed, heads=heads, pool=pool, out_dir=out)
     check_synthetic(task, config, **options)
     if device == "cpu":
         torch.set_num_threads(1)    # small batched matmuls gain nothing from threads
     on_interrupt(lambda: resume_note(out, "--resume"))
-    bar = _progress_callback(progress)
-    try:
-        result = run_synthetic(task, config, resume=resume, callback=bar, log=echo_line,
+    with ProgressBar(progress) as bar:
+        result = run_synthetic(task, config, resume=resume, progress=bar, log=echo_line,
                                **options)
-    finally:
-        bar.close()
     for name, entry in result["conditions"].items():
         final = [s["final_accuracy"] for s in entry["seeds"]]
         click.echo(f"{task} {name:22s} seeds {len(final):3d}  converged "

@@ -9,7 +9,7 @@ import json
 
 import click
 
-from minimal_attn.cli.options import CONTEXT, config, default, progressbar
+from minimal_attn.cli.options import CONTEXT, ProgressBar, config, default
 from minimal_attn.experiments.text import TOKENIZERS, Ibm1Config, ProxyExperiment
 from minimal_attn.proxy import ProxyConfig
 
@@ -50,9 +50,8 @@ def ibm1(src, tgt, iterations, no_null, out, as_json):
     cfg = Ibm1Config(iterations=iterations, null=not no_null)
     if out is not None:
         check_output_file(out)
-    with progressbar(iterations, "EM", show_pos=True,
-                     item_show_func=lambda ll: ll and f"log-likelihood {ll:.2f}") as update:
-        result = lib.run_ibm1(src, tgt, cfg, progress=update)
+    with ProgressBar() as bar:
+        result = lib.run_ibm1(src, tgt, cfg, progress=bar)
     report = lib.ibm1_report(result)
     if out is not None:
         write_text(out, lib.ibm1_tsv(result))
@@ -127,10 +126,9 @@ def proxy(src, tgt, val_src, val_tgt, out, as_json, d, epochs, batch_size, lr, s
     lib.check_proxy(cfg)
     if out is not None:
         check_output_file(out)
-    with progressbar(epochs, "proxy", show_pos=True,
-                     item_show_func=lambda r: r and f"val loss {r['val_loss']:.3f}") as update:
+    with ProgressBar() as bar:
         report = lib.run_proxy(src, tgt, cfg, val=val_src and (val_src, val_tgt),
-                               progress=update)
+                               progress=bar)
     if out is not None:
         write_json(out, report)
     if as_json:

@@ -20,12 +20,14 @@ from minimal_attn.backends.vr.table1 import (
     run_experiment,
 )
 from minimal_attn.cli.options import (
-    EpochBar,
+    ProgressBar,
+    default,
     echo_after,
     on_interrupt,
     parse_lr,
     parse_paradigms,
     parse_switch,
+    progress_option,
     unused_warnings,
 )
 from minimal_attn.experiments.train_report import summary_markdown
@@ -45,7 +47,7 @@ DATASETS = ("synthetic", "linear-orthogonal", "cifar10", "cifar100")
               help="CIFAR folder: cifar-10-batches-py / cifar-100-python or its parent.")
 @click.option("--m", "m", type=int, default=D.m, show_default=True,
               help="Segments per mosaic (>= 2).")
-@click.option("--paradigm", default="all", show_default=True,
+@click.option("--paradigm", default=default(ExperimentConfig, "paradigms"), show_default=True,
               help="sa, ha, lv, hybrid (comma-separated) or all.")
 @click.option("--epochs", type=int, default=D.epochs, show_default=True,
               help="Epochs of every paradigm (equal compute; the hybrid's SA + HA).")
@@ -124,9 +126,8 @@ DATASETS = ("synthetic", "linear-orthogonal", "cifar10", "cifar100")
               help="Seconds per run (a seed; all seeds with --batch-seeds): end it at the "
                    "next epoch boundary, evaluate it as it stands and record time_limited "
                    "in config.json [default: none].")
-@click.option("--progress/--no-progress", default=True, show_default=True,
-              help="A progress bar per epoch (stderr); one line per epoch is printed "
-                   "either way.")
+@progress_option("A progress bar per epoch (stderr, on a terminal); one line per epoch is "
+                 "printed either way.")
 @click.pass_context
 def train(ctx, paradigm, lr, switch_epoch, foreground, protocol, out, resume, progress,
           **options):
@@ -169,11 +170,11 @@ def train(ctx, paradigm, lr, switch_epoch, foreground, protocol, out, resume, pr
                                                       ParameterSource.ENVIRONMENT)}
     config = apply_protocol(config, protocol, explicit)
     on_interrupt(resume_note(out))          # the group's line after Ctrl-C
-    results, meta = run_experiment(config, out=out, resume=resume,
-                                   progress=EpochBar if progress else None,
-                                   log=echo_after(unused_warnings(
-                                       config.paradigms, config.lr, config.switch_epoch,
-                                       config.hybrid_lr)))
+    with ProgressBar(progress) as bar:
+        results, meta = run_experiment(config, out=out, resume=resume, progress=bar,
+                                       log=echo_after(unused_warnings(
+                                           config.paradigms, config.lr, config.switch_epoch,
+                                           config.hybrid_lr)))
     click.echo(f"{config.dataset}, m={config.m}, {config.seeds} seed(s), {config.epochs} "
                f"epochs, {config.backend} on {meta['device']}: mean ± std over seeds, in %")
     click.echo(recipe_text(meta), nl=False)

@@ -89,9 +89,8 @@ for name in ("sst2", "multi30k"):
     config = AgreementConfig(dataset=name, data_dir=str(DATA / name), seed=0, **settings)
     start = time.time()
     results[name] = run_agreement(config, str(OUT / name),
-                                  callback=lambda model, event, info: event == "eval"
-                                  and print(f"  {model:9s} step {info['step']:5d} "
-                                            f"perf {info['val_perf']:.3f}", flush=True))
+                                  progress=lambda model, done, total, note=None: note
+                                  and print(f"  {model:9s} {note}", flush=True))
     walls[name] = time.time() - start
     print(f"{name}: {walls[name] / 60:.1f} min wall, load average {os.getloadavg()[0]:.1f}")
 

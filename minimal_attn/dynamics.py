@@ -34,7 +34,7 @@ def read_mu_nu(params, S):
 
 
 def simulate(paradigm, m, n_classes, t_max, lr=0.02, alpha=None, t_eval=None,
-             d=None, n_base=1, seed=0, progress=None, xp=np):
+             d=None, n_base=1, seed=0, callback=None, xp=np):
     r"""Gradient descent from zero on the exact population, recorded at ``t_eval``.
 
     Parameters
@@ -45,7 +45,7 @@ def simulate(paradigm, m, n_classes, t_max, lr=0.02, alpha=None, t_eval=None,
     alpha : None for the joint flow (Theorem 2); a fixed focus in [0, 1] for
         Theorem 1 (only W trains, the attention is held at alpha)
     t_eval : times to record (rounded to the nearest step); default every step
-    progress : optional callable, called with the number of steps just done
+    callback : optional ``callback(step)`` after each gradient step (step = 1, 2, ...)
     xp : array namespace module to run the descent in (numpy, cupy, torch, ...);
         the data are built with NumPy and moved there once
 
@@ -78,8 +78,8 @@ def simulate(paradigm, m, n_classes, t_max, lr=0.02, alpha=None, t_eval=None,
             break
         _, grads = fcam.loss_and_grad(params, X, y, paradigm, log_att)
         params = {k: params[k] - lr * grads[k] for k in params}
-        if progress is not None and (step + 1) % 100 == 0:
-            progress(100)
+        if callback is not None:
+            callback(step + 1)
     mu, nu = (np.array([rows[k][i] for k in record]) for i in (0, 1))
     if alpha is None:
         al = ode.alpha_of(nu, m)

@@ -79,7 +79,7 @@ def _log_attention(z, m, alphas):
 
 
 def fixed_focus_curves(model, z, m, alphas, paradigms=LOSS_PARADIGMS, epochs=1000, lr=5.0,
-                       delta=0.01, progress=None):
+                       delta=0.01, callback=None):
     r"""Fixed-focus loss and incentive curves, Sections 3.1-3.3 (Figures 2 and 3).
 
     For each paradigm, every alpha's classifier starts from ``model.init`` and
@@ -93,7 +93,7 @@ def fixed_focus_curves(model, z, m, alphas, paradigms=LOSS_PARADIGMS, epochs=100
     model : a fixed-focus model (see the module docstring)
     z : (N,) true foreground positions of the model's data; m : segments per mosaic
     alphas : foreground scores in [0, 1]; paradigms : any of ``sa``, ``ha``, ``lv``
-    progress : optional callable, called with 1 after each recorded epoch
+    callback : optional ``callback(paradigm, k)`` after recording epoch ``k``
 
     Returns
     -------
@@ -117,8 +117,8 @@ def fixed_focus_curves(model, z, m, alphas, paradigms=LOSS_PARADIGMS, epochs=100
             incentive[k] = loss[k] - to_numpy(model.losses(state, la_up, p))
             if k < epochs:
                 state = model.step(state, la, p, lr)
-            if progress is not None:
-                progress(1)
+            if callback is not None:
+                callback(p, k)
         epoch = np.arange(epochs + 1)
         result[p] = {a: {"epoch": epoch, "loss": loss[:, i], "incentive": incentive[:, i]}
                      for i, a in enumerate(alphas)}

@@ -11,15 +11,30 @@ settings.register_profile("ci", deadline=None, max_examples=40, derandomize=True
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
-#: ../shared/data beside the checkout (read-only; tests skip when it is absent).
+#: ../shared/data beside the checkout (read-only; tests skip when it is absent). The one
+#: place the tests name it: take the ``shared_data`` or ``shared_dataset`` fixture
+#: (``invalid_inputs.py``, also a script, imports this name).
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 @pytest.fixture
 def shared_data():
+    """The shared data folder, or a skip when the checkout has none beside it."""
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared datasets not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture
+def shared_dataset(shared_data):
+    """``shared_dataset("cifar10", "cifar-10-batches-py")``: that path of the shared data,
+    or a skip when it is absent."""
+    def need(*parts):
+        path = shared_data.joinpath(*parts)
+        if not path.exists():
+            pytest.skip(f"shared dataset {path} not found (it sits beside the checkout)")
+        return path
+    return need
 
 
 @pytest.fixture

@@ -33,7 +33,8 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+from conftest import SHARED_DATA as SHARED  # noqa: E402 (the one path to ../shared/data)
+
 NO_GPU = "cuda is absent"          # a case needing that no GPU is present
 
 

@@ -1,8 +1,6 @@
-"""The curated API, the notation table and the import rules of the core."""
+"""The curated API and the notation table (the import rules: tests/test_imports.py)."""
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import minimal_attn
@@ -43,14 +41,3 @@ def test_notation_names_point_at_existing_code():
             else:
                 raise AssertionError(f"{ref!r} names no module of minimal_attn ({row})")
     assert notation.lookup("V&R Eq. (10)")
-
-
-def test_core_imports_neither_torch_nor_cli():
-    code = ("import sys, minimal_attn, minimal_attn.losses, minimal_attn.fcam, minimal_attn.ode,"
-            " minimal_attn.fixed_focus, minimal_attn.ibm1, minimal_attn.proxy,"
-            " minimal_attn.agreement, minimal_attn.dynamics;"
-            " bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'click', 'cupy')"
-            " or m.startswith(('minimal_attn.cli', 'minimal_attn.backends'))];"
-            " print(bad); sys.exit(1 if bad else 0)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert out.returncode == 0, out.stdout + out.stderr

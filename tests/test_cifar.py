@@ -10,8 +10,6 @@ import pytest
 from minimal_attn.datasets.cifar import CifarSplits, load_cifar10, load_cifar100
 from minimal_attn.errors import InputError
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-REAL_CIFAR10 = DATA / "cifar10" / "cifar-10-batches-py"
 CIFAR10_NAMES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
                  "ship", "truck"]
 
@@ -61,10 +59,9 @@ def write_tiny_cifar(folder, kind="cifar10", n_per_split=4, bytes_keys=True):
 
 # ---------------------------------------------------------------- real subset
 
-@pytest.mark.skipif(not REAL_CIFAR10.is_dir(),
-                    reason=f"real CIFAR-10 subset not found at {REAL_CIFAR10}")
-def test_real_cifar10_subset():
-    d = load_cifar10(REAL_CIFAR10.parent)          # the parent folder is accepted too
+def test_real_cifar10_subset(shared_dataset):
+    real_cifar10 = shared_dataset("cifar10", "cifar-10-batches-py")
+    d = load_cifar10(real_cifar10.parent)          # the parent folder is accepted too
     assert isinstance(d, CifarSplits)
     assert d.x_train.shape == (10000, 3, 32, 32) and d.x_train.dtype == np.uint8
     assert d.x_test.shape == (5000, 3, 32, 32) and d.x_test.dtype == np.uint8
@@ -73,7 +70,7 @@ def test_real_cifar10_subset():
     assert np.bincount(d.y_train).tolist() == [1000] * 10
     assert np.bincount(d.y_test).tolist() == [500] * 10
     # channel layout: the raw row is R plane, G plane, B plane, each row-major
-    with open(REAL_CIFAR10 / "data_batch_2", "rb") as f:
+    with open(real_cifar10 / "data_batch_2", "rb") as f:
         raw = pickle.load(f, encoding="bytes")
     row, label = raw[b"data"][7], raw[b"labels"][7]
     img = d.x_train[2000 + 7]                      # batch 2 starts after 2,000 images

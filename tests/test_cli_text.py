@@ -2,15 +2,12 @@
 
 import collections
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from minimal_attn.cli.main import cli
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 SRC = ["The house is small.", "the house is big", "the book is small", "the house",
        "the book", "a book", "A small house", "the big book"]
@@ -147,10 +144,8 @@ def test_proxy_bad_input(tmp_path, extra, word):
     assert r.stderr.count("\n") == 1 and word in r.stderr
 
 
-def test_proxy_on_multi30k_subset():
-    folder = DATA / "multi30k"
-    if not folder.is_dir():
-        pytest.skip(f"shared dataset {folder} not found (it sits beside the checkout)")
+def test_proxy_on_multi30k_subset(shared_dataset):
+    folder = shared_dataset("multi30k")
     r = run("proxy", "--src", folder / "train.de", "--tgt", folder / "train.en",
             "--max-pairs", 400, "--epochs", 2, "--dim", 16, "--json")
     assert r.exit_code == 0, r.output

@@ -147,9 +147,10 @@ def test_curves_follow_the_protocol():
     z = np.array([0, 0, 1])
     calls = []
     res = ff.fixed_focus_curves(CountingModel(), z, 3, [0.2, 0.995], ["ha", "lv"], epochs=4,
-                                lr=1.0, delta=0.01, progress=calls.append)
+                                lr=1.0, delta=0.01,
+                                callback=lambda p, k: calls.append((p, k)))
     assert list(res) == ["ha", "lv"] and list(res["ha"]) == [0.2, 0.995]
-    assert sum(calls) == 2 * 5
+    assert calls == [(p, k) for p in ("ha", "lv") for k in range(5)]
     c = res["lv"][0.2]
     np.testing.assert_array_equal(c["epoch"], np.arange(5))
     # focus on segment 0 is alpha for 2 of 3 mosaics, (1 - alpha)/2 for the third

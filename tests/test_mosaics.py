@@ -1,6 +1,5 @@
 """Image mosaics of Section 5: one foreground per mosaic, balanced y and z, seeded."""
 
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,8 +19,6 @@ from minimal_attn.datasets.mosaics import (
 )
 from minimal_attn.errors import InputError
 
-REAL_CIFAR10 = (Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10"
-                / "cifar-10-batches-py")
 NAMES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship",
          "truck"]
 FG, BG = [0, 1, 2], [3, 4, 5, 6, 7, 8, 9]
@@ -197,12 +194,10 @@ def test_to_float_images_rejects_bad_input():
         to_float_images(np.zeros((1, 4, 4, 3), dtype=np.uint8))
 
 
-@pytest.mark.skipif(not REAL_CIFAR10.is_dir(),
-                    reason=f"real CIFAR-10 subset not found at {REAL_CIFAR10}")
-def test_normalised_real_images_have_zero_mean_unit_std():
+def test_normalised_real_images_have_zero_mean_unit_std(shared_dataset):
     from minimal_attn.datasets.cifar import load_cifar10
 
-    d = load_cifar10(REAL_CIFAR10)
+    d = load_cifar10(shared_dataset("cifar10", "cifar-10-batches-py"))
     out = to_float_images(d.x_train[:4000])
     np.testing.assert_allclose(out.mean(axis=(0, 2, 3)), 0.0, atol=0.05)
     np.testing.assert_allclose(out.std(axis=(0, 2, 3)), 1.0, atol=0.05)

@@ -34,10 +34,10 @@ class StopError(Exception):
 
 
 def _stop_at(step):
-    def callback(event, info):
-        if event == "eval" and info["step"] == step:
+    def progress(label, done, total, note=None):
+        if done == step and note is not None:        # the evaluation at ``step`` is written
             raise StopError
-    return callback
+    return progress
 
 
 SCHEDULE = {"lr_schedule": "cosine", "warmup": 3, "clip": 0.5, "dropout": 0.1}
@@ -53,7 +53,7 @@ def test_resume_equals_uninterrupted(tmp_path, torch_one_thread, kind, attention
                             train_eval=5, **extra)
     train_seq(task, config, tmp_path / "full")
     with pytest.raises(StopError):
-        train_seq(task, config, tmp_path / "cut", callback=_stop_at(4))
+        train_seq(task, config, tmp_path / "cut", progress=_stop_at(4))
     assert load_run(tmp_path / "cut")[0][-1]["step"] == 4
     train_seq(task, config, tmp_path / "cut")
     (h1, e1), (h2, e2) = load_run(tmp_path / "full"), load_run(tmp_path / "cut")

@@ -1,22 +1,12 @@
 """Tokenisers, vocabularies, Multi30k and SST-2 readers (Snell et al. 2021, Sections 2.4, 4)."""
 
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from minimal_attn.datasets import text as td
 from minimal_attn.errors import InputError
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
-def need(sub):
-    path = DATA / sub
-    if not path.exists():
-        pytest.skip(f"shared dataset {path} not found (it sits beside the checkout)")
-    return path
 
 
 def write(path, text, encoding="utf-8"):
@@ -132,8 +122,8 @@ def test_read_multi30k_layout(tmp_path):
         td.read_multi30k(tmp_path, "train")
 
 
-def test_read_multi30k_real_data():
-    folder = need("multi30k")
+def test_read_multi30k_real_data(shared_dataset):
+    folder = shared_dataset("multi30k")
     src, tgt = td.read_multi30k(folder, "train", src_lang="en", tgt_lang="de")
     assert len(src) == len(tgt) == 29000
     assert src[0][:4] == ["two", "young", ",", "white"]
@@ -163,8 +153,8 @@ def test_read_sst2_errors(tmp_path, text, word):
         td.read_sst2(path)
 
 
-def test_read_sst2_real_data():
-    folder = need("sst2")
+def test_read_sst2_real_data(shared_dataset):
+    folder = shared_dataset("sst2")
     sents, labels = td.read_sst2(folder / "test.tsv")
     assert len(sents) == 872 and set(labels.tolist()) == {0, 1}
     assert all(s for s in sents)

@@ -17,12 +17,12 @@ assembles the table with :mod:`minimal_attn.experiments.agreement_table`. Output
 
 import hashlib
 import os
-from dataclasses import asdict, dataclass, replace
-from typing import Optional
+from dataclasses import asdict, replace
 
 import numpy as np
 
 from minimal_attn import logistic_proxy, proxy
+from minimal_attn.backends.snell.config import AgreementConfig  # noqa: F401 (re-exported)
 from minimal_attn.backends.snell.inputs import check_embeddings, check_int, check_run, pick_device
 from minimal_attn.backends.snell.train import (
     SeqTrainConfig,
@@ -44,41 +44,8 @@ from minimal_attn.experiments.io import (
     write_json,
     write_text,
 )
+from minimal_attn.experiments.progress import counter
 from minimal_attn.experiments.resources import check_memory, check_steps
-
-
-@dataclass
-class AgreementConfig:
-    """One Table 2 row; ``None`` fields take the paper's values (see ``SeqTrainConfig``)."""
-
-    task: str = "classify"
-    dataset: str = "sst2"
-    data_dir: str = "."
-    steps: Optional[int] = None       # per model
-    hidden: int = 256
-    emb: Optional[int] = None
-    out_hidden: int = 256
-    batch_size: Optional[int] = None
-    lr: float = 1e-3
-    lr_schedule: str = "constant"     # or cosine (see SeqTrainConfig.lr_at)
-    warmup: int = 0                   # linear warm-up steps
-    clip: Optional[float] = None      # gradient-norm clipping
-    dropout: float = 0.5              # translate: dropout (A.8: 0.5)
-    max_len: Optional[int] = None     # drop training pairs longer than this (ids, either side)
-    eval_every: Optional[int] = None
-    max_train: Optional[int] = None   # first N training examples
-    max_val: Optional[int] = None     # first N validation examples
-    vocab_size: int = 8000            # translation: SentencePiece pieces (A.8)
-    seed: int = 0
-    proxy_d: int = 256                # proxy embedding width (A.10: d = 256)
-    proxy_epochs: int = 5
-    frozen: bool = True               # classification: the A.6 model (Table 10)
-    logistic: bool = True             # classification: beta^log (Table 11)
-    kendall: bool = True              # also Table 3 (Kendall's tau)
-    train_eval: int = 0               # also Table 7 on this many training examples
-    bleu: bool = True                 # translation: greedy BLEU (Tables 4, 6)
-    embeddings: Optional[str] = None  # classification: GloVe-format vectors
-    device: Optional[str] = None
 
 
 def _fingerprint(*parts):
@@ -181,31 +148,33 @@ def prepare(c, out_dir, proxy_too=False):
     return task, base
 
 
-def train_one(config, attention, out_dir, callback=None, log=None):
+def train_one(config, attention, out_dir, progress=None, log=None):
     """Train (or continue) one model of ``config`` with ``attention`` in ``out_dir``.
 
-    ``callback(event, info)`` as in ``train_seq``; ``log(line)`` warnings. Returns
+    ``progress`` as in ``train_seq`` (the task is named ``attention``);
+    ``log(line)`` warnings. Returns
     its result dict. A run refused midway (it diverged) leaves ``out_dir`` as it was.
     """
     with undo_on_refusal(out_dir):
         task, base = prepare(config, out_dir)
-        return train_seq(task, replace(base, attention=attention), out_dir, callback=callback,
-                         embeddings=config.embeddings, log=log)
+        return train_seq(task, replace(base, attention=attention), out_dir, progress=progress,
+                         embeddings=config.embeddings, log=log, label=attention)
 
 
-def run_agreement(config, out_dir, callback=None, log=None):
+def run_agreement(config, out_dir, progress=None, log=None):
     """Run or reuse every model of one row, then write the table; returns agreement.json's dict.
 
-    ``callback(model, event, info)``: ``model`` names the run (standard, second,
-    uniform, frozen, proxy, logistic), ``event``/``info`` as in ``train_seq``;
-    ``log(line)``: warnings. A run refused midway (a model diverged, a file it
-    reads back is unreadable) leaves ``out_dir`` as it found it.
+    ``progress(label, done, total, note)``: every step of each model, the label
+    naming it (standard, second, uniform, frozen, proxy, logistic; see
+    :mod:`minimal_attn.experiments.progress`); ``log(line)``: warnings. A run
+    refused midway (a model diverged, a file it reads back is unreadable) leaves
+    ``out_dir`` as it found it.
     """
     with undo_on_refusal(out_dir):
-        return _run_agreement(config, out_dir, callback, log)
+        return _run_agreement(config, out_dir, progress, log)
 
 
-def _run_agreement(c, out_dir, callback, log):
+def _run_agreement(c, out_dir, progress, log):
     task, base = prepare(c, out_dir, proxy_too=True)
     runs = {"standard": base, "second": replace(base, seed=c.seed + 1),
             "uniform": replace(base, attention="uniform")}
@@ -213,23 +182,23 @@ def _run_agreement(c, out_dir, callback, log):
         runs["frozen"] = replace(base, attention="frozen")
     loaded = {}
     for name, rc in runs.items():
-        def report(event, info, name=name):
-            if callback:
-                callback(name, event, info)
         folder = os.path.join(out_dir, "runs", name)
-        train_seq(task, rc, folder, callback=report,
-                  embeddings=c.embeddings if rc.attention != "frozen" else None, log=log)
+        train_seq(task, rc, folder, progress=progress,
+                  embeddings=c.embeddings if rc.attention != "frozen" else None, log=log,
+                  label=name)
         loaded[name] = load_run(folder)
     key = proxy_key(task, c)
-    if callback:
-        callback("proxy", "start", {"total": 1, "done": 0})
+    tick = counter(progress, "proxy", 1)
+    tick(0)                                # the bar names the model while it is fitted
     px = _cached_rows(os.path.join(out_dir, "proxy.npz"), key, lambda: _proxy_rows(task, c))
+    tick()
     lg = None
     if c.task == "classify" and c.logistic:
-        if callback:
-            callback("logistic", "start", {"total": 1, "done": 0})
+        tick = counter(progress, "logistic", 1)
+        tick(0)
         lg = _cached_rows(os.path.join(out_dir, "logistic.npz"), key,
                           lambda: _logistic_rows(task, c))
+        tick()
     result = assemble(c, task, loaded, px, lg)
     _write_outputs(out_dir, c.dataset, result, task)
     return result

@@ -188,7 +188,7 @@ def check_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_d
 
 
 def run_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_dir=None,
-                  resume=False, callback=None, log=None):
+                  resume=False, progress=None, log=None):
     """Train ``task`` over ``seeds`` seeds per condition; write results.json and figures.
 
     Parameters
@@ -199,7 +199,9 @@ def run_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_dir
     out_dir : folder for results.json, figures, checkpoints (None: nothing written)
     resume : continue from the checkpoints in ``out_dir`` (the head pool cache is
         reused whenever its settings match)
-    callback : optional ``callback(phase, step, total, loss)``
+    progress : optional ``progress(label, done, total, note)`` of every step, the label
+        naming the phase (``screening heads``, ``training``;
+        :mod:`minimal_attn.experiments.progress`)
     log : optional ``log(line)`` for warnings
 
     Returns
@@ -210,12 +212,19 @@ def run_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_dir
     """
     check_synthetic(task, config, seeds, first_seed, heads, pool, out_dir)
     with undo_on_refusal(out_dir):
-        return _run(task, config, seeds, first_seed, heads, pool, out_dir, resume, callback,
+        return _run(task, config, seeds, first_seed, heads, pool, out_dir, resume, progress,
                     log)
 
 
-def _run(task, config, seeds, first_seed, heads, pool, out_dir, resume, callback, log):
-    phase_cb = (lambda phase: (lambda *a: callback(phase, *a))) if callback else (lambda p: None)
+def _phase(progress, label):
+    """:func:`.synthetic_train.train_runs`' ``callback(step, total, loss)`` as progress."""
+    if not progress:
+        return None
+    return lambda step, total, loss: progress(label, step, total,
+                                              None if loss is None else f"loss {loss:.3f}")
+
+
+def _run(task, config, seeds, first_seed, heads, pool, out_dir, resume, progress, log):
     extra = {}
     ckpt = os.path.join(out_dir, "checkpoints", "train.ckpt") if out_dir else None
     if resume and ckpt:            # a damaged checkpoint is refused before the head screening
@@ -223,14 +232,14 @@ def _run(task, config, seeds, first_seed, heads, pool, out_dir, resume, callback
     if task == "keyword":
         config = replace(config, uniform=True)
     if task == "multihead":
-        screened = screen_heads(first_seed, pool, config, out_dir, phase_cb("screening heads"),
-                                resume, log)
+        screened = screen_heads(first_seed, pool, config, out_dir,
+                                _phase(progress, "screening heads"), resume, log)
         runs, skipped = multihead_runs(seeds, first_seed, heads, screened)
         extra = {"head_pool": {k: screened[k] for k in ("good", "bad", "final_accuracy")},
                  "skipped": skipped, "heads": heads}
     else:
         runs = plain_runs(task, seeds, first_seed)
-    curves = train_runs(runs, config, ckpt, phase_cb("training"), resume, log)
+    curves = train_runs(runs, config, ckpt, _phase(progress, "training"), resume, log)
     objects = per_run_curves(curves, runs)
     conditions = {}
     for obj in objects:

@@ -27,22 +27,14 @@ from minimal_attn.synthetic_tasks import LENGTH, SEQ_VOCAB, batch_stream
 
 CHECKPOINT_FORMAT, KIND = 2, "synthetic"
 CONVERGED, FAILED = 0.95, 0.60       # Sec. 3.3: final accuracy above / below
-#: Presets of ``attn-dyn synthetic`` and of the synthetic cells: the CPU size
-#: (minutes on one core) and the paper's (Snell App. A.8: LSTM width 256).
-SYNTHETIC_SIZES = {
-    "cpu": {"seeds": 4, "steps": 1000, "hidden": 32, "embed": None, "batch_size": 32,
-            "lr": 3e-3},
-    "paper": {"seeds": 20, "steps": 3000, "hidden": 256, "embed": 256, "batch_size": 32,
-              "lr": 1e-3},
-}
 
 
 @dataclass
 class SyntheticConfig:
-    """Optimisation settings shared by every run of a task."""
+    """Optimisation settings shared by every run of a task; the defaults are the CPU size."""
 
-    steps: int = 1500                 # Adam steps
-    hidden: int = 64                  # LSTM state size H (paper, App. A.8: 256)
+    steps: int = 1000                 # Adam steps
+    hidden: int = 32                  # LSTM state size H (paper, App. A.8: 256)
     embed: Optional[int] = None       # embedding size E; None: = hidden
     batch_size: int = 32              # sequences per step and run
     lr: float = 3e-3                  # Adam learning rate (our choice at H = 32; paper: none)
@@ -52,6 +44,34 @@ class SyntheticConfig:
     device: Optional[str] = "cpu"     # cpu or cuda
     dtype: str = "float32"            # float64 for exactness tests
     vocab: Optional[int] = None       # seq2seq word ids 1..vocab; None: the conditions' largest
+
+
+def _size(seeds, **given):
+    d = SyntheticConfig()
+    return {"seeds": seeds, "steps": d.steps, "hidden": d.hidden, "embed": d.embed,
+            "batch_size": d.batch_size, "lr": d.lr, **given}
+
+
+#: Presets of ``attn-dyn synthetic`` and of the synthetic cells: the CPU size
+#: (the dataclass defaults, minutes on one core) and the paper's (Snell App. A.8:
+#: LSTM width 256; the steps and lr are ours, the paper gives none).
+SYNTHETIC_SIZES = {"cpu": _size(4), "paper": _size(20, steps=3000, hidden=256, embed=256,
+                                                    lr=1e-3)}
+
+
+def sized_config(size="cpu", seeds=None, **settings):
+    """``(SyntheticConfig, seeds)`` of preset ``size``, the settings given (not None) winning.
+
+    ``eval_every`` not given: a twentieth of the steps (at least 1).
+    """
+    if size not in SYNTHETIC_SIZES:
+        raise InputError(f"unknown size {size!r}: use {' or '.join(SYNTHETIC_SIZES)}",
+                         param="size")
+    chosen = dict(SYNTHETIC_SIZES[size])
+    chosen.update({k: v for k, v in dict(settings, seeds=seeds).items() if v is not None})
+    seeds = chosen.pop("seeds")
+    chosen.setdefault("eval_every", max(1, chosen["steps"] // 20))
+    return SyntheticConfig(**chosen), seeds
 
 
 @dataclass

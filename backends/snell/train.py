@@ -38,6 +38,7 @@ from minimal_attn.experiments.checkpoints import (
     write_checkpoint,
 )
 from minimal_attn.experiments.io import atomic_open, ensure_dir, write_json
+from minimal_attn.experiments.progress import counter
 
 PAPER = {"classify": {"steps": 4000, "batch_size": 32, "emb": 300,
                       "first_evals": (0, 10, 50, 100, 150, 200, 250), "every": 250},
@@ -223,13 +224,14 @@ def _write_changed(path, obj):
     write_json(path, obj)
 
 
-def train_seq(task, config, out_dir, callback=None, embeddings=None, log=None):
+def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, label="train"):
     """Train one model on ``task`` (a :class:`minimal_attn.datasets.seq.TextTask`) into ``out_dir``.
 
     Continues from ``out_dir/checkpoint.pt`` when it exists (and was written with
     the same settings and data; an unreadable one falls back to its ``.prev``).
-    ``callback(event, info)`` reports progress: ``("start", {"total", "done"})``,
-    ``("step", {"step", "loss"})``, ``("eval", record)``; ``log(line)`` warnings.
+    ``progress(label, done, total, note)`` hears of every step, and of every
+    evaluation with its score as note (:mod:`minimal_attn.experiments.progress`);
+    ``log(line)`` warnings.
 
     Returns
     -------
@@ -260,8 +262,7 @@ def train_seq(task, config, out_dir, callback=None, embeddings=None, log=None):
         _write_changed(os.path.join(out_dir, "history.json"), history)  # the checkpoint's
     _write_changed(os.path.join(out_dir, "config.json"), {**asdict(c), "data": task.info})
     evals, done = c.eval_steps(), {h["step"] for h in history}
-    if callback:
-        callback("start", {"total": c.steps, "done": step})
+    tick = counter(progress, label, c.steps, done=step)
     model.train()
     while True:
         if step in evals and step not in done:
@@ -275,8 +276,7 @@ def train_seq(task, config, out_dir, callback=None, embeddings=None, log=None):
                      "cuda_rng": (torch.cuda.get_rng_state()
                                   if str(device).startswith("cuda") else None)}
             write_checkpoint(ckpt_path, functools.partial(torch.save, saved))
-            if callback:
-                callback("eval", record)
+            tick(0, f"step {step} perf {record['val_perf']:.3f}")
         if step >= c.steps:
             break
         idx = batch_indices(step, c.batch_size, len(task.train_src), c.seed)
@@ -293,8 +293,7 @@ def train_seq(task, config, out_dir, callback=None, embeddings=None, log=None):
             group["lr"] = c.lr_at(step)
         optimizer_step(opt, step)
         step += 1
-        if callback:
-            callback("step", {"step": step, "loss": loss.item()})
+        tick()
     return {"config": asdict(c), "history": history, "out_dir": out_dir}
 
 

@@ -99,8 +99,9 @@ def _trainer(c):
 def run_experiment(c, out=None, resume=False, progress=None, log=None, on_epoch=None):
     """Train every paradigm and seed of ``c`` and write the result set to ``out``.
 
-    ``progress(length, label)``: a per-epoch progress bar factory; ``log(line)``:
-    one line per epoch, the dead-unit report, warnings and per-seed results;
+    ``progress(label, done, total, note)``: every training step
+    (:mod:`minimal_attn.experiments.progress`); ``log(line)``: one line per
+    epoch, the dead-unit report, warnings and per-seed results;
     ``on_epoch(record)``: each epoch's history record. Returns (results, meta).
     """
     log = log or (lambda line: None)

@@ -284,8 +284,9 @@ def run_hatexplain(config, data_dir, out_dir=None, resume=False, progress=None, 
                    on_epoch=None):
     """Every paradigm and seed of ``config`` on HateXplain; results folder as the CIFAR runs.
 
-    ``progress(length, label)``: a per-epoch bar factory; ``log(line)``: one
-    line per epoch, per-seed results and warnings; ``on_epoch(record)``: each
+    ``progress(label, done, total, note)``: every training step
+    (:mod:`minimal_attn.experiments.progress`); ``log(line)``: one line per
+    epoch, per-seed results and warnings; ``on_epoch(record)``: each
     history record. Returns ``(results, meta)``:
     ``results[paradigm]["train"|"test"]["accuracy"|"saif"]`` are means over
     seeds (fractions), with ``_std``, ``per_seed`` and heat maps.

@@ -200,7 +200,8 @@ def train_run(config, train, test, out_dir=None, resume=False, progress=None,
     resume : continue from the checkpoint in ``out_dir`` if there is one
         (a missing checkpoint starts fresh; a mismatched one raises InputError;
         an unreadable one falls back to ``.ckpt.prev`` with a warning)
-    progress : ``progress(length, label)`` -> per-epoch bar, or None
+    progress : ``progress(label, done, total, note)`` for every step, or None
+        (:mod:`minimal_attn.experiments.progress`)
     callback : optional ``callback(epoch, record)`` after each checkpoint
     log : optional ``log(line)`` for the dead-unit report and warnings
 

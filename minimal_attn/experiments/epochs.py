@@ -31,6 +31,7 @@ batched or not, goes through the same steps:
 import time
 from typing import Any, List, Optional, Protocol, Sequence, Tuple
 
+from minimal_attn.experiments.progress import counter
 from minimal_attn.experiments.train_loop import (
     CHECKPOINT_FORMAT,
     affecting,
@@ -109,17 +110,6 @@ class OneRun:
         self.trainer.save(f, meta)
 
 
-class _NoBar:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def update(self, loss=None):
-        pass
-
-
 def run_epochs(config, trainer, fingerprint, out_dir=None, resume=False, progress=None,
                callback=None, log=None):
     """Train one :class:`Trainer` for ``config.epochs`` epochs (fewer under the stop rule or
@@ -151,16 +141,15 @@ def run_seeds(configs, trainer, fingerprint, out_dir=None, resume=False, progres
     epoch count, one seed each); return one result dict per lane, or None when
     ``resume`` finds checkpoints the lanes cannot continue from together.
 
-    ``progress(length, label)`` makes a per-epoch progress bar (a context manager
-    with ``update(loss)``); ``callback(epoch, record)`` runs after each checkpoint,
-    once per live lane; ``log(line)`` receives warnings. A result holds ``train``,
+    ``progress(label, done, total, note)`` hears of every step (one task per
+    epoch, :mod:`.progress`); ``callback(epoch, record)`` runs after each
+    checkpoint, once per live lane; ``log(line)`` receives warnings. A result holds ``train``,
     ``test`` (final summaries by the paradigm's rule), ``history``, ``instances``,
     ``resumed_from_epoch``, ``seconds`` (training time, the lanes' shares of the
     wall time, kept across resumes), ``switch_epoch``, ``stopped_epoch``,
     ``time_limited`` and ``warnings``.
     """
     log = log or (lambda line: None)
-    bar = progress if callable(progress) else (lambda length, label: _NoBar())
     config, S = configs[0], len(configs)
     paths = [checkpoint_path(out_dir, c) if out_dir is not None else None for c in configs]
     metas = [{"format": CHECKPOINT_FORMAT, "kind": trainer.KIND, "epoch": 0,
@@ -198,8 +187,10 @@ def run_seeds(configs, trainer, fingerprint, out_dir=None, resume=False, progres
         lrs = [0.0 if p is None else rates[k][p] for k, p in enumerate(phases)]
         label = (f"{config.paradigm} seed {config.seed}" if S == 1 else
                  f"{config.paradigm} {len(live)} seeds") + f" epoch {epoch + 1}/{config.epochs}"
-        with bar(trainer.steps(config.batch_size), label) as b:
-            stats = trainer.train_epoch(phases, lrs, epoch, b.update)
+        tick = counter(progress, label, trainer.steps(config.batch_size))
+        stats = trainer.train_epoch(
+            phases, lrs, epoch,
+            lambda value=None, tick=tick: tick(1, None if value is None else f"loss {value:.4f}"))
         probes = trainer.probe_loss(phases)
         for k in live:
             check_divergence(stats[k][0], metas[k]["history"], configs[k], probes[k])

@@ -32,6 +32,7 @@ from minimal_attn.errors import (
     check_paradigm,
     diverged,
 )
+from minimal_attn.experiments.progress import counter
 from minimal_attn.experiments.resources import check_memory, check_steps
 from minimal_attn.losses import LOSS_PARADIGMS
 
@@ -192,6 +193,8 @@ def run_fixed_focus(cfg, progress=None, model=None):
     None builds the linear one. The CIFAR settings need the torch CNN: call
     :func:`minimal_attn.backends.vr.fixed_focus.run_fixed_focus` (same
     arguments), which builds the mosaics and the model and then calls this.
+    ``progress(label, done, total, note)``: one unit per paradigm and recorded
+    epoch (:mod:`.progress`).
 
     Returns
     -------
@@ -207,8 +210,10 @@ def run_fixed_focus(cfg, progress=None, model=None):
                          "minimal_attn.backends.vr.fixed_focus.run_fixed_focus",
                          param="setting")
     model, z = linear_model(cfg) if model is None else model
+    tick = counter(progress, "training g", work_units(cfg))
     raw = fixed_focus_curves(_Watched(model), z, cfg.m, list(alphas.values()), cfg.paradigms,
-                             cfg.epochs, cfg.lr, delta=cfg.delta, progress=progress)
+                             cfg.epochs, cfg.lr, delta=cfg.delta,
+                             callback=lambda p, k: tick())
     out = {}
     for p, curves in raw.items():
         exact = (closed_form_curves(p, list(alphas.values()), cfg.epochs, cfg.lr,

@@ -19,6 +19,7 @@ import os
 from typing import Optional, Sequence
 
 from minimal_attn.errors import InputError, check_alpha, check_int_at_least, check_positive
+from minimal_attn.experiments.progress import counter
 from minimal_attn.experiments.resources import MAX_STEPS, check_memory
 from minimal_attn.losses import LOSS_PARADIGMS
 
@@ -100,6 +101,9 @@ def work_units(cfg):
 def run_ode(cfg, progress=None):
     """Solve (and optionally simulate) every paradigm at every setting of ``cfg``.
 
+    ``progress(label, done, total, note)``: one unit per solve and per simulated
+    step (:mod:`.progress`).
+
     Returns
     -------
     list of dict, one per setting: ``{"m", "C", "alpha", "curves": {paradigm: result}}``
@@ -109,7 +113,8 @@ def run_ode(cfg, progress=None):
     from minimal_attn import dynamics, ode
 
     runs = validate(cfg)
-    tick = progress or (lambda n: None)
+    tick = counter(progress, "solving" + (" and simulating" if cfg.simulate else ""),
+                   work_units(cfg))
     out = []
     for m, c, t_max in runs:
         curves = {}
@@ -119,7 +124,8 @@ def run_ode(cfg, progress=None):
             tick(1)
             if cfg.simulate:
                 res["simulated"] = dynamics.simulate(p, m, c, t_end, lr=cfg.lr, alpha=cfg.alpha,
-                                                     t_eval=cfg.t_eval, progress=tick)
+                                                     t_eval=cfg.t_eval,
+                                                     callback=lambda step: tick())
             curves[p] = res
         out.append({"m": m, "C": c, "alpha": cfg.alpha, "curves": curves})
     return out

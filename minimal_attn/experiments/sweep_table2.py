@@ -82,14 +82,14 @@ def run_row(cell, folder, operational, log):
     from minimal_attn.backends.snell.agreement import AgreementConfig, run_agreement
     from minimal_attn.experiments.cells import agreement_result
 
-    def callback(model, event, info):
-        if event == "start":
-            log(f"{model}: from step {info.get('done', 0)} of {info.get('total')}")
-        elif event == "eval":
-            log(f"{model}: evaluated at step {info.get('step')}")
+    def progress(label, done, total, note=None):      # a log line per model and evaluation
+        if note is not None:
+            log(f"{label}: {note} of {total}")
+        elif done == total:
+            log(f"{label}: done")
 
     config = AgreementConfig(**cell.settings, **operational)
-    return agreement_result(run_agreement(config, folder, callback=callback)), \
+    return agreement_result(run_agreement(config, folder, progress=progress)), \
         str(config.device or "auto")
 
 

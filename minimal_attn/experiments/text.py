@@ -17,6 +17,7 @@ import numpy as np
 
 from minimal_attn.datasets.text import Vocab, read_parallel, tokenize, whitespace_tokens
 from minimal_attn.errors import InputError, check_int_at_least, diverged
+from minimal_attn.experiments.progress import counter
 from minimal_attn.experiments.resources import check_memory, check_steps
 from minimal_attn.proxy import ProxyConfig
 
@@ -36,7 +37,8 @@ class Ibm1Config:
 def run_ibm1(src_path, tgt_path, cfg=None, progress=None):
     """Read whitespace-tokenised, lower-cased parallel files and train IBM Model 1.
 
-    ``progress(1, log_likelihood)`` is called after each EM iteration.
+    ``progress(label, done, total, note)`` hears of each EM iteration (task
+    ``EM``, the log-likelihood as note; :mod:`.progress`).
 
     Returns
     -------
@@ -48,12 +50,13 @@ def run_ibm1(src_path, tgt_path, cfg=None, progress=None):
     cfg = cfg or Ibm1Config()
     check_int_at_least("iterations", cfg.iterations, 1, param="iterations")
     check_steps(cfg.iterations, "EM", param="iterations")
+    tick = counter(progress, "EM", cfg.iterations)
     src_tok, tgt_tok = read_parallel(src_path, tgt_path, whitespace_tokens)
     src_vocab, tgt_vocab = Vocab.build(src_tok, unk=False), Vocab.build(tgt_tok, unk=False)
     model = train_ibm1(src_vocab.encode_all(src_tok), tgt_vocab.encode_all(tgt_tok),
                        len(src_vocab), len(tgt_vocab), iterations=cfg.iterations,
                        null=cfg.null,
-                       callback=None if progress is None else lambda k, ll: progress(1, ll))
+                       callback=lambda k, ll: tick(note=f"log-likelihood {ll:.2f}"))
     return {"model": model, "src_vocab": src_vocab, "tgt_vocab": tgt_vocab,
             "pairs": len(src_tok), "target_words": sum(len(t) for t in tgt_tok)}
 
@@ -173,7 +176,8 @@ def run_proxy(src, tgt, cfg=None, val=None, progress=None):
     src, tgt : paths of the line-aligned training files (the source predicts the target)
     cfg : ProxyExperiment
     val : (val_src, val_tgt) paths, or None to hold out ``cfg.holdout`` of the training pairs
-    progress : callable(1, record) after each epoch
+    progress : ``progress(label, done, total, note)`` after each epoch (task ``proxy``,
+        the validation loss as note; :mod:`.progress`)
 
     Returns
     -------
@@ -199,14 +203,14 @@ def run_proxy(src, tgt, cfg=None, val=None, progress=None):
     x_tr, y_tr = src_vocab.encode_all(tr_src), tgt_vocab.encode_all(tr_tgt)
     x_va, y_va = src_vocab.encode_all(va_src), tgt_vocab.encode_all(va_tgt)
     limit = GROWTH * max(math.log(n_tgt), 1.0)    # the uniform model's loss is log |O|
+    tick = counter(progress, "proxy", cfg.model.epochs)
 
     def watch(epoch, record):
         worst = max(record["train_loss"], record.get("val_loss", 0.0))
         if not math.isfinite(worst) or worst > limit:
             raise diverged(f"the proxy's loss per output word reached {worst:.3g} at "
                            f"epoch {epoch}")
-        if progress is not None:
-            progress(1, record)
+        tick(note=f"val loss {record['val_loss']:.3f}" if "val_loss" in record else None)
 
     with np.errstate(over="ignore", invalid="ignore"):
         params, history = train_proxy(x_tr, y_tr, n_src, n_tgt, cfg.model,
