@@ -8,14 +8,13 @@ r"""Everything one row of Table 2 of Snell et al. (2021) needs, run or reused fr
 * ``uniform``: uniform attention (beta^uf at every checkpoint, A.7);
 * ``frozen``: classification only, everything but the attention frozen (A.6);
 
-fits the proxy of Eqs. (5)-(6) (:mod:`minimal_attn.proxy`) and, for
+fits the proxy of Snell Eqs. (5)-(6) (:mod:`minimal_attn.proxy`) and, for
 classification, the logistic proxy of Snell Eq. (55) on the same token ids, and
 assembles the table with :mod:`minimal_attn.experiments.agreement_table`. Outputs in
 ``out_dir``: ``agreement.json``, ``table.md``, ``table.csv``,
 ``agreement_curves.png`` and one folder per model under ``runs/``.
 """
 
-import hashlib
 import os
 from dataclasses import asdict, dataclass, replace
 from typing import Optional
@@ -23,18 +22,18 @@ from typing import Optional
 import numpy as np
 
 from minimal_attn import logistic_proxy, proxy
-from minimal_attn.backends.snell.inputs import check_embeddings, check_int, check_run, pick_device
+from minimal_attn.backends.snell.inputs import check_embeddings, check_int, check_run
 from minimal_attn.backends.snell.train import (
     SeqTrainConfig,
-    data_fingerprint,
     load_rows,
     load_run,
     save_rows,
     train_seq,
 )
+from minimal_attn.backends.torch_backend import get_device
 from minimal_attn.datasets.seq import load_text_task
 from minimal_attn.experiments import agreement_table
-from minimal_attn.experiments.checkpoints import load_guarded
+from minimal_attn.experiments.checkpoints import data_fingerprint, load_guarded
 from minimal_attn.experiments.io import (
     atomic_open,
     check_output_dir,
@@ -81,13 +80,6 @@ class AgreementConfig:
     device: Optional[str] = None
 
 
-def _fingerprint(*parts):
-    h = hashlib.sha1()
-    for p in parts:
-        h.update(repr(p).encode())
-    return h.hexdigest()
-
-
 CACHES = ("proxy.npz", "logistic.npz")
 
 
@@ -99,8 +91,8 @@ def _read_cache(path):
 
 def proxy_key(task, c):
     """What the cached proxies depend on: the token ids themselves (not only their counts)."""
-    return _fingerprint(data_fingerprint(task), task.info, c.proxy_d, c.proxy_epochs, c.seed,
-                        c.train_eval)
+    return data_fingerprint(data_fingerprint(task), task.info, c.proxy_d, c.proxy_epochs,
+                            c.seed, c.train_eval)
 
 
 def _cached_rows(path, key, compute):
@@ -150,7 +142,7 @@ def prepare(c, out_dir, proxy_too=False):
     check_int("proxy_epochs", c.proxy_epochs, 1)
     check_int("proxy_d", c.proxy_d, 1)
     check_int("vocab_size", c.vocab_size, 4)
-    pick_device(c.device)
+    get_device(c.device, param="device")
     base = SeqTrainConfig(task=c.task, steps=c.steps, batch_size=c.batch_size, lr=c.lr,
                           hidden=c.hidden, emb=c.emb, out_hidden=c.out_hidden,
                           lr_schedule=c.lr_schedule, warmup=c.warmup, clip=c.clip,

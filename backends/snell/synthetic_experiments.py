@@ -6,8 +6,8 @@ task           conditions (first one fills "seeds")    paper
 copy           permutation, control                    Sec. 3.3, Fig. 3 left, Fig. 4
 copy-control   control                                 Sec. 3.3 (blue curves)
 copy-mixture   mixture, control                        Fig. 3 right, App. A.3, Fig. 8
-multihead      independent, one-good, all-bad          Sec. 5.2, Eqs. (20)-(21), Fig. 6
-keyword        keyword (uniform attention)             Sec. 6.1, Eqs. (22)-(24), Figs. 5, 7
+multihead      independent, one-good, all-bad          Sec. 5.2, Snell Eqs. (20)-(21), Fig. 6
+keyword        keyword (uniform attention)             Sec. 6.1, Snell Eqs. (22)-(24), Figs. 5, 7
 permute        permutation-function, copy              Sec. 6.2, Snell Eq. (25)
 =============  ======================================  ==========================
 
@@ -38,7 +38,6 @@ from minimal_attn.backends.snell.synthetic_train import (
     CONVERGED,
     FAILED,
     Run,
-    check_device,
     estimate_bytes,
     per_run_curves,
     read_checkpoint,
@@ -161,6 +160,8 @@ def _count_table_figure(task, first_seed, out_dir):
 
 def check_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_dir=None):
     """Refuse, before any work, a setting that cannot run, fit in memory or finish."""
+    from minimal_attn.backends.torch_backend import get_device  # torch only when called
+
     if task not in TASKS:
         raise InputError(f"unknown task {task!r}: use one of {', '.join(TASKS)}", param="task")
     for name, value in (("seeds", seeds), ("steps", config.steps), ("hidden", config.hidden),
@@ -171,7 +172,7 @@ def check_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_d
         _check_count("embed", config.embed)
     _check_count("first_seed", first_seed, 0)
     check_positive("lr", config.lr, param="lr")
-    check_device(config.device)
+    get_device(config.device, param="device")
     check_steps(config.steps, f"training {task}", param="steps")
     if task == "multihead":
         n_runs, size = max(pool, 3 * seeds), ("seeds", "pool", "hidden", "batch_size")
@@ -219,7 +220,7 @@ def _run(task, config, seeds, first_seed, heads, pool, out_dir, resume, callback
     extra = {}
     ckpt = os.path.join(out_dir, "checkpoints", "train.ckpt") if out_dir else None
     if resume and ckpt:            # a damaged checkpoint is refused before the head screening
-        read_checkpoint(ckpt, None, settings=False)       # (train_runs warns of .prev)
+        read_checkpoint(ckpt)                             # (train_runs warns of .prev)
     if task == "keyword":
         config = replace(config, uniform=True)
     if task == "multihead":
