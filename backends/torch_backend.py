@@ -33,8 +33,10 @@ from minimal_attn.losses import LOSS_PARADIGMS, phase  # noqa: F401 (re-export)
 
 
 # --------------------------------------------------------------- device
-def get_device(name=None):
+def get_device(name=None, param=None):
     """The torch device to run on: CUDA when available, else the CPU.
+
+    The one device resolver of the torch modules (V&R and Snell alike).
 
     Parameters
     ----------
@@ -42,6 +44,7 @@ def get_device(name=None):
         ``None`` or ``"auto"`` picks ``cuda`` if torch sees a GPU, else ``cpu``.
         An explicit ``"cpu"``, ``"cuda"`` or ``"cuda:K"`` is checked: an
         unknown name or a GPU that is not there raises :class:`InputError`.
+    param : the option the error names (``"device"``), passed to :class:`InputError`
     """
     if name is None or str(name).strip().lower() in ("", "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -49,18 +52,20 @@ def get_device(name=None):
     try:
         device = torch.device(text)
     except (RuntimeError, ValueError):
-        raise InputError(f"unknown device {name!r}: use auto, cpu, cuda or cuda:K") from None
+        raise InputError(f"unknown device {name!r}: use auto, cpu, cuda or cuda:K",
+                         param=param) from None
     if device.type == "cpu":
         return device
     if device.type != "cuda":
-        raise InputError(f"unsupported device {name!r}: use auto, cpu, cuda or cuda:K")
+        raise InputError(f"unsupported device {name!r}: use auto, cpu, cuda or cuda:K",
+                         param=param)
     if not torch.cuda.is_available():
         raise InputError(f"device {name!r} requested but torch sees no CUDA GPU; "
-                         "use --device cpu (or auto)")
+                         "use --device cpu (or auto)", param=param)
     index = 0 if device.index is None else device.index
     if index >= torch.cuda.device_count():
         raise InputError(f"device {name!r} requested but only {torch.cuda.device_count()} "
-                         "CUDA device(s) exist")
+                         "CUDA device(s) exist", param=param)
     return device
 
 

@@ -52,7 +52,7 @@ def test_tiny_end_to_end_and_reuse(tmp_path, shared_data, torch_one_thread, data
         result["A_alpha_beta"]
     clash = run("agreement", "--dataset", dataset, "--data-dir", shared_data / sub, "--out",
                 out, *tiny, "--seed", "5")
-    assert clash.exit_code == 2 and "other settings" in clash.stderr
+    assert clash.exit_code == 2 and "different settings (seed=0 (now 5))" in clash.stderr
 
 
 def test_train_seq_writes_history(tmp_path, shared_data, torch_one_thread):

@@ -15,7 +15,6 @@ assembles the table with :mod:`minimal_attn.experiments.agreement_table`. Output
 ``agreement_curves.png`` and one folder per model under ``runs/``.
 """
 
-import hashlib
 import os
 from dataclasses import asdict, replace
 
@@ -23,18 +22,18 @@ import numpy as np
 
 from minimal_attn import logistic_proxy, proxy
 from minimal_attn.backends.snell.config import AgreementConfig  # noqa: F401 (re-exported)
-from minimal_attn.backends.snell.inputs import check_embeddings, check_int, check_run, pick_device
+from minimal_attn.backends.snell.inputs import check_embeddings, check_int, check_run
 from minimal_attn.backends.snell.train import (
     SeqTrainConfig,
-    data_fingerprint,
     load_rows,
     load_run,
     save_rows,
     train_seq,
 )
+from minimal_attn.backends.torch_backend import get_device
 from minimal_attn.datasets.seq import load_text_task
 from minimal_attn.experiments import agreement_table
-from minimal_attn.experiments.checkpoints import load_guarded
+from minimal_attn.experiments.checkpoints import data_fingerprint, load_guarded
 from minimal_attn.experiments.io import (
     atomic_open,
     check_output_dir,
@@ -47,14 +46,6 @@ from minimal_attn.experiments.io import (
 from minimal_attn.experiments.progress import counter
 from minimal_attn.experiments.resources import check_memory, check_steps
 
-
-def _fingerprint(*parts):
-    h = hashlib.sha1()
-    for p in parts:
-        h.update(repr(p).encode())
-    return h.hexdigest()
-
-
 CACHES = ("proxy.npz", "logistic.npz")
 
 
@@ -66,8 +57,8 @@ def _read_cache(path):
 
 def proxy_key(task, c):
     """What the cached proxies depend on: the token ids themselves (not only their counts)."""
-    return _fingerprint(data_fingerprint(task), task.info, c.proxy_d, c.proxy_epochs, c.seed,
-                        c.train_eval)
+    return data_fingerprint(data_fingerprint(task), task.info, c.proxy_d, c.proxy_epochs,
+                            c.seed, c.train_eval)
 
 
 def _cached_rows(path, key, compute):
@@ -117,7 +108,7 @@ def prepare(c, out_dir, proxy_too=False):
     check_int("proxy_epochs", c.proxy_epochs, 1)
     check_int("proxy_d", c.proxy_d, 1)
     check_int("vocab_size", c.vocab_size, 4)
-    pick_device(c.device)
+    get_device(c.device, param="device")
     base = SeqTrainConfig(task=c.task, steps=c.steps, batch_size=c.batch_size, lr=c.lr,
                           hidden=c.hidden, emb=c.emb, out_hidden=c.out_hidden,
                           lr_schedule=c.lr_schedule, warmup=c.warmup, clip=c.clip,

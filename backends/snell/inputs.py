@@ -1,9 +1,10 @@
 r"""What ``train-seq`` and ``agreement`` check before the first step (Snell et al. 2021, A.8).
 
-The device, a GloVe-format embeddings file (readable, of the embedding
-width), and whether a model of the asked size fits in memory and finishes:
-each refused with one :class:`~minimal_attn.errors.InputError` line naming
-the option, before anything is written or allocated.
+A GloVe-format embeddings file (readable, of the embedding width), and
+whether a model of the asked size fits in memory and finishes: each refused
+with one :class:`~minimal_attn.errors.InputError` line naming the option,
+before anything is written or allocated (the device is checked by
+``torch_backend.get_device``).
 """
 
 from minimal_attn.errors import InputError, check_int_at_least
@@ -13,16 +14,6 @@ from minimal_attn.experiments.resources import check_memory, check_steps
 def check_int(name, value, low):
     """:func:`check_int_at_least` with the parameter named, so the CLI names its option."""
     return check_int_at_least(name, value, low, param=name)
-
-
-def pick_device(device):
-    """``device`` checked (None: cuda if available, else cpu), as a string."""
-    from minimal_attn.backends import torch_backend as tb
-
-    try:
-        return str(tb.get_device(device))
-    except InputError as exc:
-        raise InputError(str(exc), param="device") from None
 
 
 def _vectors(path):

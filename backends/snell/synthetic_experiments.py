@@ -38,7 +38,6 @@ from minimal_attn.backends.snell.synthetic_train import (
     CONVERGED,
     FAILED,
     Run,
-    check_device,
     estimate_bytes,
     per_run_curves,
     read_checkpoint,
@@ -161,6 +160,8 @@ def _count_table_figure(task, first_seed, out_dir):
 
 def check_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_dir=None):
     """Refuse, before any work, a setting that cannot run, fit in memory or finish."""
+    from minimal_attn.backends.torch_backend import get_device  # torch only when called
+
     if task not in TASKS:
         raise InputError(f"unknown task {task!r}: use one of {', '.join(TASKS)}", param="task")
     for name, value in (("seeds", seeds), ("steps", config.steps), ("hidden", config.hidden),
@@ -171,7 +172,7 @@ def check_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_d
         _check_count("embed", config.embed)
     _check_count("first_seed", first_seed, 0)
     check_positive("lr", config.lr, param="lr")
-    check_device(config.device)
+    get_device(config.device, param="device")
     check_steps(config.steps, f"training {task}", param="steps")
     if task == "multihead":
         n_runs, size = max(pool, 3 * seeds), ("seeds", "pool", "hidden", "batch_size")
@@ -228,7 +229,7 @@ def _run(task, config, seeds, first_seed, heads, pool, out_dir, resume, progress
     extra = {}
     ckpt = os.path.join(out_dir, "checkpoints", "train.ckpt") if out_dir else None
     if resume and ckpt:            # a damaged checkpoint is refused before the head screening
-        read_checkpoint(ckpt, None, settings=False)       # (train_runs warns of .prev)
+        read_checkpoint(ckpt)                             # (train_runs warns of .prev)
     if task == "keyword":
         config = replace(config, uniform=True)
     if task == "multihead":

@@ -12,8 +12,11 @@ Adam step; because the runs share no parameter and Adam is elementwise, run
 Every ``eval_every`` steps each run is scored on its own fixed test sample
 (teacher-forced token accuracy for seq2seq, accuracy and the Sec. 6.1 log-odds
 gamma for the keyword classifier) and the whole state (parameters, Adam,
-curves) is written atomically to ``checkpoint``; ``train_runs`` resumes from it
-exactly (the data stream is a function of the step, so nothing else is saved).
+curves) is written to ``checkpoint`` in the shared format of
+:mod:`minimal_attn.experiments.checkpoints` (atomic, the previous one kept as
+``.prev``); ``train_runs`` resumes from it exactly (the data stream is a
+function of the step, so nothing else is saved), falls back to the ``.prev``
+of an unreadable one and refuses one of other settings.
 """
 
 from dataclasses import asdict, dataclass, field
@@ -22,7 +25,7 @@ from typing import Optional
 import numpy as np
 
 from minimal_attn.errors import InputError
-from minimal_attn.experiments.checkpoints import check_format, load_guarded, write_checkpoint
+from minimal_attn.experiments import checkpoints
 from minimal_attn.synthetic_tasks import LENGTH, SEQ_VOCAB, batch_stream
 
 CHECKPOINT_FORMAT, KIND = 2, "synthetic"
@@ -86,26 +89,6 @@ class Run:
     label: str = ""                   # condition shown in results/figure (default: condition)
 
 
-def check_device(name):
-    """Refuse a device other than cpu or cuda, and cuda without a visible GPU."""
-    if name in (None, "cpu"):
-        return "cpu"
-    if name != "cuda":
-        raise InputError(f"unknown device {name!r}: use cpu or cuda", param="device")
-    import torch
-
-    if not torch.cuda.is_available():
-        raise InputError("device cuda requested but no CUDA GPU is visible; use --device cpu",
-                         param="device")
-    return "cuda"
-
-
-def _device(name):
-    import torch
-
-    return torch.device(check_device(name))
-
-
 def estimate_bytes(n_runs, config, n_vocab, heads=1):
     """Memory ``n_runs`` batched runs need (bytes, an estimate): the parameters with their
     gradients and two Adam moments, the activations one step keeps for the backward
@@ -139,8 +122,9 @@ def init_params(runs, config):
     import torch
 
     from minimal_attn.backends.snell import batched_lstm as tsm
+    from minimal_attn.backends.torch_backend import get_device
 
-    dtype, device = getattr(torch, config.dtype), _device(config.device)
+    dtype, device = getattr(torch, config.dtype), get_device(config.device, param="device")
     if _is_keyword(runs):
         return tsm.init_classifier([r.init_seed for r in runs], LENGTH + 1, config.hidden,
                                    config.embed, dtype, device)
@@ -188,28 +172,32 @@ def evaluate(params, runs, config, chunk=50):
 def _comparable(runs, config):
     """What a checkpoint must share with the run resuming it (``steps`` may grow)."""
     cfg = {k: v for k, v in asdict(config).items() if k not in ("device", "steps")}
-    return {"config": cfg, "runs": [asdict(r) for r in runs]}
+    return {**cfg, "runs": [asdict(r) for r in runs]}
 
 
-def _save(path, state):
+def _save(path, settings, state):
+    """The shared checkpoint header, then ``state``, written atomically at ``path``."""
     import torch
 
-    write_checkpoint(path, lambda f: torch.save(state, f))
+    state = {**checkpoints.checkpoint_header(CHECKPOINT_FORMAT, KIND, settings), **state}
+    checkpoints.write_checkpoint(path, lambda f: torch.save(state, f))
 
 
-def read_checkpoint(path, meta, log=None, settings=True):
-    """The saved state at ``path`` (or its ``.prev``) for runs whose settings are ``meta``
-    (``settings=False``: any readable synthetic checkpoint)."""
-    def same_settings(state, candidate):
-        if state.get("meta") != meta:
-            raise InputError(f"checkpoint {candidate} was written with different settings; "
-                             "use the same options or another --out")
-
+def _read(path):
+    """A synthetic checkpoint; one written before the shared header kept its settings
+    under ``meta`` (same format 2), which is mapped onto ``config``."""
     from minimal_attn.backends.torch_backend import read_torch
 
-    return load_guarded(path, read_torch, lambda s: check_format(s, CHECKPOINT_FORMAT, KIND),
-                        same_settings if settings else None,
-                        fix="delete it or use another --out", log=log)
+    state = read_torch(path)
+    if isinstance(state, dict) and "config" not in state and "meta" in state:
+        state["config"] = {**state["meta"]["config"], "runs": state["meta"]["runs"]}
+    return state
+
+
+def read_checkpoint(path, settings=None, log=None):
+    """The saved state at ``path`` (or its ``.prev``) for runs whose settings are
+    ``settings`` (None: any readable synthetic checkpoint)."""
+    return checkpoints.read_checkpoint(path, _read, CHECKPOINT_FORMAT, KIND, settings, log=log)
 
 
 def _record(curves, step, scores):
@@ -244,9 +232,9 @@ def train_runs(runs, config, checkpoint=None, callback=None, resume=True, log=No
     params = init_params(runs, config)
     optimizer = torch.optim.Adam(params.values(), lr=config.lr)
     keyword, device = _is_keyword(runs), params["enc_Wx"].device
-    meta = _comparable(runs, config)
+    settings = _comparable(runs, config)
     curves, start = {"step": []}, 0
-    state = read_checkpoint(checkpoint, meta, log) if resume and checkpoint else None
+    state = read_checkpoint(checkpoint, settings, log) if resume and checkpoint else None
     if state is not None:
         with torch.no_grad():
             for k, v in state["params"].items():
@@ -270,10 +258,9 @@ def train_runs(runs, config, checkpoint=None, callback=None, resume=True, log=No
                                  param="lr")
             _record(curves, done, evaluate(params, runs, config))
             if checkpoint is not None:
-                _save(checkpoint, {"format": CHECKPOINT_FORMAT, "kind": KIND, "meta": meta,
-                                   "step": done,
-                                   "params": {k: v.detach().cpu() for k, v in params.items()},
-                                   "optimizer": optimizer.state_dict(), "curves": curves})
+                _save(checkpoint, settings, {
+                    "step": done, "params": {k: v.detach().cpu() for k, v in params.items()},
+                    "optimizer": optimizer.state_dict(), "curves": curves})
             if callback is not None:
                 callback(done, config.steps, value)
         elif callback is not None:

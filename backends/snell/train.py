@@ -1,22 +1,24 @@
 r"""Training one LSTM attention model of Snell et al. (2021), Appendix A.8, with checkpoints.
 
-:func:`train_seq` trains a :class:`~.torch_seq_models.Classifier` or
-:class:`~.torch_seq_models.Seq2Seq` with Adam and evaluates it at the paper's
+:func:`train_seq` trains a :class:`~.seq_models.Classifier` or
+:class:`~.seq_models.Seq2Seq` with Adam and evaluates it at the paper's
 steps (classification: 0, 10, 50, 100, 150, 200, 250 and every 250;
 translation: 0, 50, 100, 500, 1000, 1500 and every 2000; the last step always).
 At every evaluation step it writes ``eval_<step>.npz`` with the validation
 (and optionally training-subset) attention alpha, the probe beta (for the
 uniform and frozen models at every step, for the others at the last step) and
-the saliency Delta (learned model, last step), then an atomic checkpoint.
-A run in a folder that already holds a checkpoint continues from it; on the
-CPU the result equals an uninterrupted run (``tests/test_seq_train.py``).
+the saliency Delta (learned model, last step), then a checkpoint in the shared
+format of :mod:`minimal_attn.experiments.checkpoints` (atomic, the previous one
+kept as ``checkpoint.pt.prev``). A run in a folder that already holds a
+checkpoint continues from it (an unreadable one from its ``.prev``; one of
+other settings or data is refused); on the CPU the result equals an
+uninterrupted run (``tests/test_seq_train.py``).
 
 Batches: step s uses positions s*B .. (s+1)*B - 1 of a stream of per-epoch
 permutations drawn from ``seed``, so the data order needs no saved state.
 """
 
 import functools
-import hashlib
 import json
 import math
 import os
@@ -27,13 +29,15 @@ import numpy as np
 import torch
 
 from minimal_attn.backends.snell.eval import evaluate, loss_on_batch
-from minimal_attn.backends.snell.inputs import check_int, check_run, load_embeddings, pick_device
+from minimal_attn.backends.snell.inputs import check_int, check_run, load_embeddings
 from minimal_attn.backends.snell.seq_models import ATTENTIONS, Classifier, Seq2Seq
-from minimal_attn.backends.torch_backend import optimizer_step, read_torch
+from minimal_attn.backends.torch_backend import get_device, optimizer_step, read_torch
 from minimal_attn.errors import InputError, check_positive
 from minimal_attn.experiments.checkpoints import (
-    check_format,
+    checkpoint_header,
+    data_fingerprint,
     load_guarded,
+    read_checkpoint,
     read_json,
     write_checkpoint,
 )
@@ -132,14 +136,6 @@ def build_model(task, c):
     return Seq2Seq(task.n_vocab, c.hidden, c.out_hidden, 2, c.dropout, c.attention)
 
 
-def data_fingerprint(task):
-    h = hashlib.sha1(repr((task.task, task.n_vocab, len(task.train_src),
-                           len(task.val_src))).encode())
-    for seqs in (task.train_src, task.train_tgt, task.val_src, task.val_tgt):
-        h.update(np.concatenate(seqs).astype(np.int64).tobytes())
-    return h.hexdigest()
-
-
 _PERMS = {}    # (seed, n, epoch) -> permutation; a few recent epochs
 
 
@@ -202,18 +198,6 @@ def _evaluate_all(model, task, c, step, device):
     return record, arrays
 
 
-def read_checkpoint(path, comparable, fingerprint, log=None):
-    """The state saved at ``path`` (or its ``.prev``) if it belongs to this run, else None."""
-    def same_run(state, candidate):
-        if state.get("config") != comparable or state.get("data") != fingerprint:
-            raise InputError(f"{os.path.dirname(candidate)} holds a run with other settings "
-                             "or data; use the same options or another --out", param="out")
-
-    return load_guarded(path, read_torch, lambda state: check_format(state, FORMAT, KIND),
-                        same_run, fix="delete it (the run starts again) or use another --out",
-                        log=log)
-
-
 def _write_changed(path, obj):
     """``write_json`` unless ``path`` already holds ``obj`` (a reused run touches nothing)."""
     try:
@@ -239,12 +223,13 @@ def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, l
     ``val_perf``, ``val_bleu``, ...) and ``out_dir``
     """
     c = config.resolved()
-    device = pick_device(c.device)
+    device = str(get_device(c.device, param="device"))
     check_run(task, c)
     ckpt_path, fingerprint = os.path.join(out_dir, "checkpoint.pt"), data_fingerprint(task)
     comparable = {k: v for k, v in asdict(c).items()
                   if k != "device" and not (k in LATER_DEFAULTS and v == LATER_DEFAULTS[k])}
-    state = read_checkpoint(ckpt_path, comparable, fingerprint, log)
+    state = read_checkpoint(ckpt_path, read_torch, FORMAT, KIND, comparable, fingerprint,
+                            LATER_DEFAULTS, log=log, param="out")
     torch.manual_seed(c.seed)
     model = build_model(task, c).to(device)
     if embeddings is not None:
@@ -270,7 +255,7 @@ def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, l
             save_rows(os.path.join(out_dir, f"eval_{step:06d}.npz"), arrays)
             history.append(record)
             write_json(os.path.join(out_dir, "history.json"), history)
-            saved = {"format": FORMAT, "kind": KIND, "config": comparable, "data": fingerprint,
+            saved = {**checkpoint_header(FORMAT, KIND, comparable, fingerprint),
                      "model": model.state_dict(), "opt": opt.state_dict(),
                      "rng": torch.get_rng_state(), "step": step, "history": history,
                      "cuda_rng": (torch.cuda.get_rng_state()

@@ -9,13 +9,21 @@ line naming the file and the fix, never a traceback; where the writer keeps
 the previous version (``.prev``) an unreadable file falls back to it with a
 one-line warning.
 
-:func:`write_checkpoint` is that writer: the new file appears atomically and
-the old one becomes ``.prev``. Checkpoints carry ``format`` and ``kind``
-(:func:`check_format`), so one command never mistakes another's file for its own.
+One checkpoint format serves every trainer (V&R's FCAMs, Snell's LSTMs and
+seed-batched synthetic models): a dict opening on :func:`checkpoint_header`
+(``format`` and ``kind``, so one command never mistakes another's file for its
+own; ``config``, the settings a resume must share; ``data``, the
+:func:`data_fingerprint` of the training data), then the trainer's state.
+:func:`write_checkpoint` writes it atomically, the old file becoming ``.prev``;
+:func:`read_checkpoint` reads it back through :func:`load_guarded` and
+refuses one of other settings or data in one line naming each difference.
 """
 
+import hashlib
 import json
 import os
+
+import numpy as np
 
 from minimal_attn.errors import InputError
 from minimal_attn.experiments.io import atomic_open, ensure_dir
@@ -90,6 +98,93 @@ def load_guarded(path, read, check=None, settings=None, what="checkpoint", fix="
         usable = f" and no usable {path}{PREV} exists" if prev else ""
         raise InputError(f"{what} {bad[0]} cannot be read{usable}: {fix}")
     return None
+
+
+def checkpoint_header(fmt, kind, settings, data=None):
+    """The keys every checkpoint starts with; the trainer adds its state beside them."""
+    return {"format": fmt, "kind": kind, "config": settings, "data": data}
+
+
+def differences(saved, now, defaults=None):
+    """``name=saved (now value)`` for each setting that differs; long values by name only.
+
+    ``defaults``: the value of a setting that one side leaves out (settings added
+    after a checkpoint format was fixed are stored only when not at their default).
+    """
+    defaults, out = defaults or {}, []
+    for key in dict.fromkeys([*saved, *now]):
+        before, after = saved.get(key, defaults.get(key)), now.get(key, defaults.get(key))
+        if before != after:
+            text = f"{key}={before!r} (now {after!r})"
+            out.append(text if len(text) <= 60 else key)
+    return out
+
+
+def read_checkpoint(path, read, fmt, kind, settings=None, data=None, defaults=None,
+                    header=None, instead="another --out", log=None, param=None):
+    """The checkpoint at ``path`` as ``read`` returns it (or its ``.prev`` when ``path`` is
+    unreadable, with a line to ``log``); None when neither exists.
+
+    Parameters
+    ----------
+    read : path -> object (``torch_backend.read_torch``, an ``np.load`` reader, ...)
+    fmt, kind : the expected ``format`` and ``kind``; another is unreadable
+    settings : dict the checkpoint's ``config`` must equal (None: any settings)
+    data : :func:`data_fingerprint` the checkpoint's ``data`` must equal (None: unchecked)
+    defaults : settings that either side may leave out at these values (:func:`differences`)
+    header : object -> the dict holding the :func:`checkpoint_header` keys (default: the
+        object itself; the FCAM trainers read a ``(meta, payload)`` pair)
+    instead : what else the user can do, in messages ("another --out", "drop --resume")
+    param : the option named by a settings refusal
+    """
+    header = header or (lambda obj: obj)
+
+    def same_run(obj, candidate):
+        saved = header(obj)
+        diff = differences(saved.get("config") or {}, settings, defaults)
+        if data is not None and saved.get("data") != data:
+            diff.append("data (another data set)")
+        if diff:
+            raise InputError(f"checkpoint {candidate} was written with different settings "
+                             f"({'; '.join(diff)}); use the same options or {instead}",
+                             param=param)
+
+    return load_guarded(path, read, lambda obj: check_format(header(obj), fmt, kind),
+                        None if settings is None else same_run,
+                        fix=f"delete it (the run starts again) or use {instead}", log=log)
+
+
+def data_fingerprint(*parts):
+    """A short hash (SHA-1, hex) of a run's data, stored in its checkpoints.
+
+    Each part is hashed in turn: a set of mosaics (V&R; anything with ``X``, ``y``,
+    ``z``) by its shape and dtype, labels, foreground positions and every
+    (N // 16)-th instance; a text task (Snell; a
+    :class:`~minimal_attn.datasets.seq.TextTask`) by its kind, vocabulary, sizes
+    and every token id; a NumPy array by its bytes; anything else by its ``repr``.
+    """
+    h = hashlib.sha1()
+    for part in parts:
+        for piece in _pieces(part):
+            h.update(piece)
+    return h.hexdigest()
+
+
+def _pieces(part):
+    """The byte strings :func:`data_fingerprint` hashes for one part."""
+    if all(hasattr(part, key) for key in ("X", "y", "z")):
+        X = np.asarray(part.X)                                   # (N, m, ...)
+        yield repr((X.shape, str(X.dtype))).encode()
+        for array in (part.y, part.z, X[:: max(1, X.shape[0] // 16)]):
+            yield np.ascontiguousarray(array).tobytes()
+    elif hasattr(part, "train_src"):
+        yield repr((part.task, part.n_vocab, len(part.train_src), len(part.val_src))).encode()
+        for seqs in (part.train_src, part.train_tgt, part.val_src, part.val_tgt):
+            yield np.concatenate(seqs).astype(np.int64).tobytes()
+    elif isinstance(part, np.ndarray):
+        yield np.ascontiguousarray(part).tobytes()
+    else:
+        yield repr(part).encode()
 
 
 def read_json(path):

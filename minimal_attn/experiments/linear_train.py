@@ -10,27 +10,15 @@ epochs, checkpoints and results come from the shared skeleton
 ``minimal_attn.backends.vr.train.train_run``).
 """
 
-import hashlib
 import json
 
 import numpy as np
 
 from minimal_attn import fcam as linear_fcam
 from minimal_attn import losses, saif
+from minimal_attn.experiments.checkpoints import data_fingerprint
 from minimal_attn.experiments.epochs import run_epochs
 from minimal_attn.experiments.train_loop import LINEAR_LR
-
-
-def data_fingerprint(*sets):
-    """A short hash of mosaic sets (shapes, labels, positions, a sample of inputs)."""
-    h = hashlib.sha1()
-    for mosaics in sets:
-        X = np.asarray(mosaics.X)
-        h.update(repr((X.shape, str(X.dtype))).encode())
-        for part in (np.asarray(mosaics.y), np.asarray(mosaics.z),
-                     X[:: max(1, X.shape[0] // 16)]):
-            h.update(np.ascontiguousarray(part).tobytes())
-    return h.hexdigest()
 
 
 def summarise(a, s, mosaics, threshold):
