@@ -108,6 +108,9 @@ class HateXplainTable1:
         self.title = f"HateXplain {config.train.embedding}"
 
     def check(self):
+        if self.data_dir is None:
+            raise InputError("dataset hatexplain needs data_dir: the folder (or file) with "
+                             "hatexplain_binary.jsonl or dataset.json", param="data_dir")
         _check(self.config)
         self.paradigms = [check_paradigm(p) for p in self.config.paradigms]
 
