@@ -1,15 +1,28 @@
 r"""``attn-dyn train``: train FCAMs with SA, HA, LV and the hybrid; accuracy, SAIF, heat maps.
 
-Vashisht & Ramaswamy (2023), Section 2.4, Table 1 and Figure 1. Parses the
-options into an :class:`~minimal_attn.backends.vr.table1.ExperimentConfig`,
-calls :func:`~minimal_attn.backends.vr.table1.run_experiment` and prints.
-torch is imported only for ``--backend torch``.
+Vashisht & Ramaswamy (2023), Section 2.4, Section 5, Table 1 and Figure 1. One
+command for every Table 1 data set: mosaics (synthetic, linear-orthogonal,
+CIFAR-10/100) parse into an
+:class:`~minimal_attn.backends.vr.table1.ExperimentConfig` for
+:func:`~minimal_attn.backends.vr.table1.run_experiment`; ``--dataset
+hatexplain`` into a :class:`~minimal_attn.backends.vr.hatexplain_table1.HateXplainConfig`
+for :func:`~minimal_attn.backends.vr.hatexplain_table1.run_hatexplain`
+(:mod:`.hatexplain_cmd`); both run the one Table 1 driver. An option given for
+the other kind of data set is refused. ``attn-dyn train-text`` is this command
+with ``--dataset hatexplain`` as its default. torch is imported only for
+``--backend torch``.
 """
 
+import copy
 
 import click
 from click.core import ParameterSource
 
+from minimal_attn.backends.vr.hatexplain_table1 import (
+    HYBRID_HA_LR,
+    HateXplainConfig,
+    TextTrainConfig,
+)
 from minimal_attn.backends.vr.table1 import (
     PROTOCOL_FIELDS,
     PROTOCOLS,
@@ -20,6 +33,7 @@ from minimal_attn.backends.vr.table1 import (
     run_experiment,
 )
 from minimal_attn.cli.options import (
+    CONTEXT,
     ProgressBar,
     default,
     echo_after,
@@ -30,21 +44,48 @@ from minimal_attn.cli.options import (
     progress_option,
     unused_warnings,
 )
+from minimal_attn.errors import InputError
 from minimal_attn.experiments.train_report import summary_markdown
 
-D = ExperimentConfig()          # the defaults live in the dataclass, not here
-DATASETS = ("synthetic", "linear-orthogonal", "cifar10", "cifar100")
+D = ExperimentConfig()          # the defaults live in the dataclasses, not here
+MOSAICS = ("synthetic", "linear-orthogonal", "cifar10", "cifar100")
+DATASETS = MOSAICS + ("hatexplain",)
+#: The options of the HateXplain text FCAM; it refuses the others when given.
+TEXT_OPTIONS = ("backend", "dataset", "data_dir", "embedding", "paradigm", "epochs", "seeds",
+                "out", "resume", "device", "threads", "lr", "hybrid_lr", "batch_size",
+                "switch_epoch", "threshold", "min_count", "progress")
+TEXT_ONLY = ("embedding", "min_count")
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+def _task_belongs_to_train_seq(ctx, param, value):
+    if value is not None:
+        raise click.UsageError(
+            f"--task {value}: Snell et al.'s LSTM models train with attn-dyn train-seq; run "
+            f"attn-dyn train-seq --task {value} ... (attn-dyn train trains V&R's FCAMs)")
+
+
+@click.command(context_settings=CONTEXT)
 @click.option("--backend", type=click.Choice(["numpy", "torch"]), default=D.backend,
-              show_default=True, help="torch: CNN FCAM (Appendix A.2) on image mosaics; "
-              "numpy: linear FCAM of the core on vector mosaics.")
+              show_default=True, help="torch: CNN FCAM (Appendix A.2) on image mosaics, or "
+              "the text FCAM (A.3) on HateXplain; numpy: linear FCAM of the core on vector "
+              "mosaics.")
 @click.option("--dataset", type=click.Choice(DATASETS), default=D.dataset, show_default=True,
               help="synthetic needs no files (images for torch, Gaussian vectors for "
-              "numpy); cifar10/cifar100 need --data-dir; hatexplain runs train-text.")
+              "numpy); cifar10/cifar100 need --data-dir; hatexplain (posts, Section 5) "
+              "needs --data-dir and takes --embedding and --min-count.")
 @click.option("--data-dir", type=click.Path(), default=None,
-              help="CIFAR folder: cifar-10-batches-py / cifar-100-python or its parent.")
+              help="CIFAR folder: cifar-10-batches-py / cifar-100-python or its parent. "
+                   "HateXplain: folder (or file) with hatexplain_binary.jsonl or the original "
+                   "dataset.json, and post_id_divisions.json.")
+@click.option("--embedding", type=click.Choice(["standard", "self-attention"]),
+              default=default(TextTrainConfig, "embedding"), show_default=True,
+              help="hatexplain: standard (Table 1 row HateXplain-1) or self-attention "
+                   "(HateXplain-2), Appendix A.3.")
+@click.option("--min-count", type=int, default=default(HateXplainConfig, "min_count"),
+              show_default=True,
+              help="hatexplain: words seen fewer times in the training split become <unk>.")
+@click.option("--task", hidden=True, expose_value=False, is_eager=True,
+              callback=_task_belongs_to_train_seq)
 @click.option("--m", "m", type=int, default=D.m, show_default=True,
               help="Segments per mosaic (>= 2).")
 @click.option("--paradigm", default=default(ExperimentConfig, "paradigms"), show_default=True,
@@ -91,17 +132,23 @@ DATASETS = ("synthetic", "linear-orthogonal", "cifar10", "cifar100")
               help="Learning rate: one number for every paradigm, or per paradigm, e.g. "
                    "sa=0.05,ha=0.01,lv=0.02 (hybrid: its SA phase, else sa's) [default: the "
                    "paper's for sgd; CIFAR-10 SA 0.01, HA 0.005, LV 0.01; CIFAR-100 SA "
-                   "0.005, HA 0.001, LV 0.01; adam: 5e-4; numpy: 0.5].")
+                   "0.005, HA 0.001, LV 0.01; adam: 5e-4; numpy: 0.5; hatexplain: SA 0.1, "
+                   "HA 0.1, LV 0.3 (A.3)].")
 @click.option("--hybrid-lr", type=float, default=None,
-              help="Hybrid: learning rate of its HA phase [default: that of ha].")
-@click.option("--batch-size", type=int, default=D.batch_size, show_default=True)
+              help=f"Hybrid: learning rate of its HA phase [default: that of ha; hatexplain: "
+                   f"{HYBRID_HA_LR:g}].")
+@click.option("--batch-size", type=int, default=None,
+              help=f"Mosaics (posts) per step [default: {D.batch_size}; hatexplain: "
+                   f"{default(TextTrainConfig, 'batch_size')}, not in the paper; smaller "
+                   "batches make LV at lr 0.3 diverge].")
 @click.option("--momentum", type=float, default=D.momentum, show_default=True,
               help="SGD momentum of the CNN (the numpy backend uses plain GD).")
 @click.option("--switch-epoch", default=None,
-              help="Hybrid: first epoch of HA (SA before), or auto: when SA's mean a_z has "
-                   "risen and stalled [default: epochs // 2].")
+              help="Hybrid: first epoch of HA (SA before), or auto: when SA's mean a_z "
+                   "(a_z* for hatexplain) has risen and stalled [default: epochs // 2].")
 @click.option("--threshold", type=float, default=D.threshold, show_default=True,
-              help="Focus/prediction threshold tau of SAIF (a_z > tau and s_y > tau).")
+              help="Focus/prediction threshold tau of SAIF (a_z > tau and s_y > tau; "
+                   "hatexplain: a_z*, the attention on the rationale).")
 @click.option("--chunk", type=int, default=None,
               help="torch: images per network call [default: all on a GPU, 100 on a CPU].")
 @click.option("--width", type=float, default=D.width, show_default=True,
@@ -129,7 +176,7 @@ DATASETS = ("synthetic", "linear-orthogonal", "cifar10", "cifar100")
 @progress_option("A progress bar per epoch (stderr, on a terminal); one line per epoch is "
                  "printed either way.")
 @click.pass_context
-def train(ctx, paradigm, lr, switch_epoch, foreground, protocol, out, resume, progress,
+def train(ctx, dataset, paradigm, lr, switch_epoch, foreground, protocol, out, resume, progress,
           **options):
     """Train FCAMs with SA, HA, LV and the hybrid; report accuracy and SAIF (Table 1).
 
@@ -144,11 +191,12 @@ def train(ctx, paradigm, lr, switch_epoch, foreground, protocol, out, resume, pr
     --resume continues an interrupted run (on the CPU it ends exactly where an
     uninterrupted one does).
 
-    Two routes run other commands with the same options as those commands:
-    --dataset hatexplain runs `attn-dyn train-text` (the HateXplain text FCAM,
-    Table 1 rows HateXplain-1/-2, with --embedding standard|self-attention),
-    and --task translate|classify runs `attn-dyn train-seq` (Snell et al.'s
-    LSTM models; --backend torch is dropped). See their --help.
+    --dataset hatexplain trains the text FCAM on posts (Section 5, Table 1 rows
+    HateXplain-1/-2 with --embedding standard|self-attention): the annotators'
+    rationale is the true foreground, a_z* the attention summed over it; posts
+    without one count for accuracy only. It takes the options shared by every
+    data set, --embedding and --min-count; a mosaic option (--m, --protocol,
+    ...) is refused. Snell et al.'s LSTM models are `attn-dyn train-seq`.
 
     \b
     Examples:
@@ -156,18 +204,33 @@ def train(ctx, paradigm, lr, switch_epoch, foreground, protocol, out, resume, pr
       attn-dyn train --backend numpy --dataset linear-orthogonal --m 10
       attn-dyn train --dataset cifar10 --data-dir DIR --m 5 --protocol paper
           --device cuda --out runs/c10_m5    # resume: the same line + --resume
-      attn-dyn train --backend torch --dataset hatexplain --data-dir DIR
-          --embedding standard --paradigm all --epochs 10 --seeds 3 --out runs/hx1
-      attn-dyn train --task translate --dataset multi30k --data-dir DIR --out runs/mt
+      attn-dyn train --dataset hatexplain --data-dir DIR --embedding standard
+          --paradigm all --epochs 10 --seeds 3 --out runs/hx1
     """
+    given = [p for p in ctx.command.params if p.expose_value and ctx.get_parameter_source(
+        p.name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)]
+    if dataset == "hatexplain":
+        from minimal_attn.cli.hatexplain_cmd import train_hatexplain
+
+        _refuse(given, lambda p: p.name not in TEXT_OPTIONS, "applies to the mosaic data "
+                f"sets ({', '.join(MOSAICS)}), not to --dataset hatexplain: drop it")
+        if options["backend"] != "torch":
+            raise InputError("--dataset hatexplain trains the text FCAM with torch: use "
+                             "--backend torch", param="backend")
+        text = {p.name: ctx.params[p.name] for p in given}     # the rest: the dataclasses'
+        return train_hatexplain(text, out, resume, progress)
+    _refuse(given, lambda p: p.name in TEXT_ONLY, f"applies to --dataset hatexplain only, not "
+            f"to --dataset {dataset}: drop it or use --dataset hatexplain")
+    for name in TEXT_ONLY:
+        options.pop(name)
+    if options["batch_size"] is None:
+        options.pop("batch_size")                  # ExperimentConfig's (or the protocol's)
     config = ExperimentConfig(
-        paradigms=parse_paradigms(paradigm), lr=None if lr is None else parse_lr(lr),
-        switch_epoch=parse_switch(switch_epoch),
+        dataset=dataset, paradigms=parse_paradigms(paradigm),
+        lr=None if lr is None else parse_lr(lr), switch_epoch=parse_switch(switch_epoch),
         foreground=None if foreground is None else [f.strip() for f in foreground.split(",")],
         **options)
-    explicit = {name for name in PROTOCOL_FIELDS
-                if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE,
-                                                      ParameterSource.ENVIRONMENT)}
+    explicit = {p.name for p in given if p.name in PROTOCOL_FIELDS}
     config = apply_protocol(config, protocol, explicit)
     on_interrupt(resume_note(out))          # the group's line after Ctrl-C
     with ProgressBar(progress) as bar:
@@ -182,3 +245,30 @@ def train(ctx, paradigm, lr, switch_epoch, foreground, protocol, out, resume, pr
     if out is not None:
         click.echo(f"wrote results.json, config.json, history.jsonl, summary.csv, summary.md, "
                    f"heatmap_<paradigm>_<split>.png and instances_*.npz to {out}")
+
+
+def _refuse(given, wrong, why):
+    """Refuse (one line) the first option given that ``wrong`` picks, saying ``why``."""
+    for p in given:
+        if wrong(p):
+            raise InputError(f"{max(p.opts, key=len)} {why}")
+
+
+def _hatexplain_default(param):
+    """``param``, with hatexplain as the default where it is ``--dataset``."""
+    if param.name != "dataset":
+        return param
+    param = copy.copy(param)
+    param.default = "hatexplain"
+    return param
+
+
+train_text = click.Command(
+    "train-text", callback=train.callback, context_settings=CONTEXT,
+    params=[_hatexplain_default(p) for p in train.params],
+    short_help="alias of train --dataset hatexplain (Table 1's HateXplain rows)",
+    help="The HateXplain text FCAMs of Table 1: `attn-dyn train` with --dataset hatexplain "
+         "as the default (the same options and code path; see attn-dyn train --help).\n\n"
+         "\b\nExample:\n  attn-dyn train-text --data-dir ../shared/data/hatexplain "
+         "--embedding standard\n      --paradigm all --epochs 10 --seeds 3 --out "
+         "runs/hatexplain1")

@@ -52,9 +52,10 @@
 # embedding:
 #
 # ```
-# attn-dyn train-text --data-dir ../shared/data/hatexplain --embedding standard \
+# attn-dyn train --dataset hatexplain --data-dir ../shared/data/hatexplain --embedding standard \
 #     --paradigm all --epochs 25 --seeds 1 --out runs/hatexplain1
-# attn-dyn train-text --data-dir ../shared/data/hatexplain --embedding self-attention \
+# attn-dyn train --dataset hatexplain --data-dir ../shared/data/hatexplain \
+#     --embedding self-attention \
 #     --paradigm all --epochs 25 --seeds 1 --out runs/hatexplain2
 # ```
 

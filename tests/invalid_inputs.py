@@ -198,7 +198,7 @@ CASES = [
        "--out", "{out}", train=True),
     _c("train-device-cuda", "train", "--device", "cuda", *TRAIN_SMALL, "--out", "{out}",
        needs="torch,no-gpu", train=True),
-    # ---- train --dataset hatexplain (routed to train-text, issue 13) and --task (train-seq)
+    # ---- train --dataset hatexplain (issue 13; train-text is its alias) and --task (train-seq's)
     _c("hx-rationale-length", *HX_TRAIN, "{hx_ratlen}", "--out", "{out}", needs="torch"),
     _c("hx-unknown-label", *HX_TRAIN, "{hx_label}", "--out", "{out}", needs="torch"),
     _c("hx-text-unknown-label", "train-text", "--data-dir", "{hx_label}", "--out", "{out}",
@@ -218,8 +218,10 @@ CASES = [
     _c("hx-out-sys", *HX_TRAIN, "{hx_ok}", "--out", "/sys/kernel", needs="torch"),
     _c("hx-resume-random-bytes", *HX_TRAIN, "{hx_ok}", "--paradigm", "ha", "--epochs", "1",
        "--min-count", "1", "--resume", "--out", "{ckpt_random}", needs="torch"),
-    _c("seq-route-missing-dir", "train", "--task", "classify", "--backend", "torch",
-       "--dataset", "tsv", "--data-dir", "{tmp}/nope", "--out", "{out}", needs="torch"),
+    _c("train-task-is-train-seqs", "train", "--task", "classify", "--backend", "torch",
+       "--dataset", "tsv", "--data-dir", "{tmp}/nope", "--out", "{out}"),
+    _c("hx-mosaic-option", *HX_TRAIN, "{hx_ok}", "--n-train", "10", "--out", "{out}"),
+    _c("train-embedding-for-mosaics", "train", "--embedding", "standard", "--out", "{out}"),
     # ---- issue 20: the newer commands and train options
     _c("train-lr-repeated", "train", "--lr", "sa=0.1,sa=0.2", "--out", "{out}"),
     _c("train-lr-two-numbers", "train", "--lr", "0.1,0.2", "--out", "{out}"),

@@ -310,44 +310,75 @@ def test_ctrl_c_exits_130_with_how_to_resume(tmp_path, monkeypatch):
     assert f"{out}/checkpoints" in r.stderr and "--resume" in r.stderr
 
 
-# ---- routes: train --dataset hatexplain -> train-text, train --task -> train-seq
-# (the HateXplain route's runs are in tests/test_hatexplain_train.py)
+# ---- one train command: no routing; --task belongs to train-seq
+# (the HateXplain runs of `train --dataset hatexplain` are in tests/test_hatexplain_train.py)
 
-def test_route_train_picks_the_command_and_drops_backend_for_train_seq():
-    from minimal_attn.cli.main import route_train
+def test_group_help_lists_every_command_by_paper_and_no_argv_is_rewritten():
+    from minimal_attn.cli import main
 
-    assert route_train(["--dataset", "cifar10", "--m", "5"]) is None
-    assert route_train(["--backend", "torch", "--dataset=HateXplain", "--seeds", "2"]) == (
-        "train-text", ["--backend", "torch", "--dataset=HateXplain", "--seeds", "2"])
-    assert route_train(["--backend", "torch", "--task", "classify", "--dataset",
-                        "hatexplain"]) == ("train-seq", ["--task", "classify", "--dataset",
-                                                         "hatexplain"])
-    assert route_train(["--task=translate", "--backend=torch", "--steps", "3"]) == (
-        "train-seq", ["--task=translate", "--steps", "3"])
-    assert route_train(["--out", "--task"]) is None        # a folder named --task
+    r = run("--help")
+    assert r.exit_code == 0
+    text = " ".join(r.output.split())
+    for title, section in main.SECTIONS.items():
+        assert title + ":" in r.output
+        for name, (_, short) in section.items():
+            assert f"{name} {' '.join(short.split())}" in text      # name, then its line
+            assert main.cli.get_command(None, name) is not None    # and it loads
+    assert set(main.COMMANDS) == {n for s in main.SECTIONS.values() for n in s}
+    assert not hasattr(main, "route_train")
+    assert "resolve_command" not in vars(main.AttnDynGroup)
 
 
-def test_train_help_names_both_routes():
+@pytest.mark.parametrize("task", ["translate", "classify"])
+def test_train_task_is_refused_in_one_line_naming_train_seq(tmp_path, task):
+    out = tmp_path / "out"
+    r = run("train", "--task", task, "--dataset", "sst2", "--data-dir", str(tmp_path),
+            "--out", str(out))
+    assert r.exit_code == 2, r.output
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: --task")
+    assert f"attn-dyn train-seq --task {task}" in lines[0]
+    assert r.stdout == "" and not out.exists()
+    helped = run("train", "--task", task, "--help")         # --task never shows train's help
+    assert helped.exit_code == 2 and "train-seq" in helped.stderr
+
+
+def test_train_help_names_hatexplain_and_train_seq():
     r = run("train", "--help")
     assert r.exit_code == 0
-    assert "--dataset hatexplain runs `attn-dyn train-text`" in " ".join(r.output.split())
-    assert "--task translate|classify runs `attn-dyn train-seq`" in " ".join(r.output.split())
+    text = " ".join(r.output.split())
+    assert "--dataset [synthetic|linear-orthogonal|cifar10|cifar100|hatexplain]" in text
+    for option in ("--embedding [standard|self-attention]", "--min-count", "attn-dyn train-seq"):
+        assert option in text
+    assert "--task" not in text                               # not an option of train
 
 
-@pytest.mark.parametrize("args,usage", [
-    (["--task", "translate", "--backend", "torch"], " train-seq [OPTIONS]"),
-    (["--backend", "torch", "--dataset", "hatexplain"], " train-text [OPTIONS]"),
+@pytest.mark.parametrize("args,message", [
+    (["--dataset", "hatexplain", "--data-dir", "x", "--m", "4"],
+     "--m applies to the mosaic data sets"),
+    (["--dataset", "hatexplain", "--data-dir", "x", "--protocol", "paper"],
+     "--protocol applies to the mosaic data sets"),
+    (["--dataset", "hatexplain", "--data-dir", "x", "--backend", "numpy"],
+     "trains the text FCAM with torch: use --backend torch"),
+    (["--embedding", "self-attention"], "--embedding applies to --dataset hatexplain only"),
+    (["--backend", "numpy", "--min-count", "1"], "--min-count applies to --dataset hatexplain"),
+    (["--dataset", "hatexplain"], "needs --data-dir"),
 ])
-def test_routed_help_is_the_target_commands(args, usage):
-    r = run("train", *args, "--help")
-    assert r.exit_code == 0 and usage in r.output.splitlines()[0]
-
-
-def test_train_task_route_reaches_train_seq_and_its_errors(tmp_path):
+def test_options_of_the_other_kind_of_data_set_are_refused(tmp_path, args, message):
     out = tmp_path / "out"
-    r = run("train", "--task", "classify", "--backend", "torch", "--dataset", "tsv",
-            "--data-dir", str(tmp_path / "missing"), "--out", str(out))
+    r = run("train", *args, "--out", str(out))
     assert r.exit_code == 2, r.output
-    assert r.stderr.startswith("Error:") and len(r.stderr.strip().splitlines()) == 1
-    assert "--data-dir" in r.stderr and "--task" not in r.stderr
-    assert not out.exists()
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert " epoch " not in r.stdout and not out.exists()
+
+
+def test_train_text_is_train_with_hatexplain_as_its_default():
+    from minimal_attn.cli.train_cmd import train, train_text
+
+    assert train_text.callback is train.callback               # one code path
+    assert [p.name for p in train_text.params] == [p.name for p in train.params]
+    defaults = {p.name: p.default for p in train_text.params}
+    assert defaults["dataset"] == "hatexplain"
+    assert {p.name: p.default for p in train.params}["dataset"] == "synthetic"
+    r = run("train-text", "--help")
+    assert r.exit_code == 0 and " train-text [OPTIONS]" in r.output.splitlines()[0]

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from minimal_attn.backends.vr.table1 import ExperimentConfig, run_config, run_experiment
+from minimal_attn.errors import InputError
 from minimal_attn.experiments.train_report import PAPER_TABLE1, summary_markdown
 
 SMALL = dict(backend="numpy", dataset="synthetic", m=3, epochs=2, n_train=40, n_test=20,
@@ -67,3 +68,18 @@ def test_summary_puts_the_papers_table_1_beside_ours():
     assert rows[0].endswith("| 77.9 | 62.0 |") and rows[1].endswith("| 76.6 | 59.0 |")
     assert summary_markdown({"lv": entry}, 7, "cifar10").splitlines()[2].endswith("| - | - |")
     assert PAPER_TABLE1["cifar100", 20]["ha"] == (1.7, 8.2)
+
+
+def test_a_refused_run_keeps_the_checkpoints_other_runs_wrote(tmp_path):
+    """LV diverges after SA finished: the refusal removes this call's other new files but
+    keeps SA's checkpoint, from which a rerun with a sane lr resumes SA as done."""
+    out = tmp_path / "run"
+    config = ExperimentConfig(**SMALL, paradigms=["sa", "lv"], lr={"sa": 0.5, "lv": 1e9})
+    with pytest.raises(InputError, match="diverged"):
+        run_experiment(config, out=str(out))
+    kept = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert kept == ["checkpoints/sa_seed0.ckpt", "checkpoints/sa_seed0.ckpt.prev"]
+    config = ExperimentConfig(**SMALL, paradigms=["sa", "lv"], lr={"sa": 0.5, "lv": 0.5})
+    results, meta = run_experiment(config, out=str(out), resume=True)
+    assert meta["epochs_run"]["sa"] == {"0": 2}
+    assert (out / "results.json").exists()

@@ -17,6 +17,7 @@ from minimal_attn.backends.vr.text_train import (  # noqa: E402
     HYBRID_HA_LR,
     HateXplainConfig,
     TextTrainConfig,
+    run_hatexplain,
     train_text_run,
     uniform_focus,
 )
@@ -79,14 +80,20 @@ def test_uniform_focus_is_the_mean_rationale_share():
         pytest.approx((1 / 4 + 2 / 2) / 2)
 
 
-def test_short_run_on_the_shared_data_beats_the_majority_class(shared_data, tmp_path):
+def _shared_slice(shared_data, folder, n_train, n_test):
+    """The first posts of the shared data's train and test splits, as a data folder."""
     lines = (shared_data / "hatexplain" / "hatexplain_binary.jsonl").read_text().splitlines()
     rows = [json.loads(line) for line in lines]
-    train = [r for r in rows if r["orig_split"] == "train"][:2000]
-    test = [r for r in rows if r["orig_split"] == "test"][:600]
-    (tmp_path / "hatexplain_binary.jsonl").write_text(
+    train = [r for r in rows if r["orig_split"] == "train"][:n_train]
+    test = [r for r in rows if r["orig_split"] == "test"][:n_test]
+    folder.mkdir(exist_ok=True)
+    (folder / "hatexplain_binary.jsonl").write_text(
         "".join(json.dumps(r) + "\n" for r in train + test))
-    vocab_size, enc = _encoded(tmp_path)
+    return folder
+
+
+def test_short_run_on_the_shared_data_beats_the_majority_class(shared_data, tmp_path):
+    vocab_size, enc = _encoded(_shared_slice(shared_data, tmp_path, 2000, 600))
     majority = max(np.mean(enc["test"].y), 1 - np.mean(enc["test"].y))
     config = TextTrainConfig(paradigm="sa", epochs=3, batch_size=64, device="cpu")
     result = train_text_run(config, enc["train"], enc["test"], vocab_size)
@@ -137,7 +144,7 @@ def run(*args, command="train-text"):
 
 
 def test_cli_writes_the_cifar_results_layout(toy_dir, tmp_path):
-    """Issue 13's interface: ``attn-dyn train --dataset hatexplain`` routes to train-text."""
+    """``attn-dyn train --dataset hatexplain``: the result set of the CIFAR runs."""
     out = tmp_path / "out"
     r = run("--backend", "torch", "--dataset", "hatexplain", "--data-dir", toy_dir,
             "--embedding", "standard", "--paradigm", "all", "--epochs", 2, "--seeds", 2,
@@ -183,6 +190,36 @@ def test_cli_writes_the_cifar_results_layout(toy_dir, tmp_path):
     r3 = run("--data-dir", toy_dir, "--epochs", 2, "--seeds", 2, "--batch-size", 32,
              "--min-count", 1, "--device", "cpu", "--out", out, "--resume", "--lr", 0.05)
     assert r3.exit_code == 2 and "different settings" in r3.stderr
+
+
+def test_cli_train_hatexplain_on_the_shared_data_is_the_library_call(shared_data, tmp_path):
+    """``--dataset hatexplain`` is an option of ``train`` (no other command behind it): on
+    a slice of the shared posts it gives run_hatexplain's numbers for the same settings;
+    the options not given keep HateXplainConfig's defaults."""
+    folder = _shared_slice(shared_data, tmp_path / "hx", 300, 100)
+    out = tmp_path / "cli"
+    r = run("--dataset", "hatexplain", "--data-dir", folder, "--embedding", "self-attention",
+            "--paradigm", "sa,hybrid", "--epochs", 2, "--batch-size", 64, "--threads", 1,
+            "--device", "cpu", "--no-progress", "--out", out, command="train")
+    assert r.exit_code == 0, r.output
+    assert r.stdout.count(" epoch ") == 2 * 2 and "mean a_z* " in r.stdout
+    ours = json.loads((out / "results.json").read_text())
+    config = HateXplainConfig(train=TextTrainConfig(embedding="self-attention", epochs=2,
+                                                    batch_size=64, device="cpu"),
+                              paradigms=("sa", "hybrid"))
+    library, meta = run_hatexplain(config, folder)
+    assert list(ours) == ["sa", "hybrid"]
+    for p in ours:
+        for split in ("train", "test"):
+            for key in ("accuracy", "saif", "n", "n_without_rationale"):
+                assert ours[p][split][key] == library[p][split][key], (p, split, key)
+    written = json.loads((out / "config.json").read_text())
+    assert written["paper_row"] == "HateXplain-2" and written["paradigms"] == ["sa", "hybrid"]
+    assert written["min_count"] == HateXplainConfig().min_count == 2
+    assert written["lr"] == {"sa": 0.1, "hybrid": {"sa": 0.1, "ha": 0.01}}
+    assert written["posts"] == meta["posts"] and sum(meta["posts"].values()) <= 400
+    assert written["hybrid_switch_epochs"] == {"0": 1}
+    assert "HateXplain-2" in (out / "summary.md").read_text()
 
 
 def _bad_dir(tmp_path, row):

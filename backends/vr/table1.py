@@ -1,13 +1,16 @@
-r"""The Table 1 experiment in one call: FCAMs of every paradigm and seed, aggregated.
+r"""Table 1 on mosaics: CIFAR-10/100 and synthetic images (CNN FCAM), vector mosaics (linear).
 
 Vashisht & Ramaswamy (2023), Section 2.4, Table 1 and Appendix A.2.
-:func:`run_experiment` is what ``attn-dyn train`` runs: it checks the
-settings, refuses runs that cannot fit in memory, builds the mosaics
-(:func:`minimal_attn.datasets.splits.load_mosaic_splits`), trains every paradigm and
-seed (the CNN FCAM with torch, or the linear FCAM of the core with NumPy),
-appends one line per epoch to ``history.jsonl`` and writes the result set
-(:mod:`minimal_attn.experiments.train_report`). Progress goes through callbacks; torch is
-imported only for ``backend="torch"``.
+:func:`run_experiment` is what ``attn-dyn train`` runs for a mosaic data set:
+:class:`MosaicTable1`, the mosaics' adapter for the one Table 1 driver
+(:func:`.table1_driver.run_table1`, which trains every paradigm and seed and
+writes the result set), checks the settings
+(:func:`minimal_attn.experiments.config.check_config`), refuses runs that
+cannot fit in memory, builds the mosaics
+(:func:`minimal_attn.datasets.splits.load_mosaic_splits`) and trains one seed
+(the CNN FCAM with torch, or the linear FCAM of the core with NumPy), or all
+seeds of a paradigm as one stacked model (``batch_seeds``). Progress goes
+through callbacks; torch is imported only for ``backend="torch"``.
 
 **The paper's protocol** (:data:`PROTOCOLS`, ``protocol="paper"``): n = 10k
 training mosaics for CIFAR-10 (50k for CIFAR-100), the paper's learning rates,
@@ -23,9 +26,9 @@ classifier on all m segments, SA on one blended image), while equal epochs
 give every paradigm the same data and the same number of updates.
 """
 
-import os
 from dataclasses import fields, replace
 
+from minimal_attn.backends.vr.table1_driver import paradigm_rates, run_table1
 from minimal_attn.errors import InputError
 from minimal_attn.experiments.config import (  # noqa: F401 (the API in one place)
     BACKEND_DATASETS,
@@ -39,14 +42,8 @@ from minimal_attn.experiments.config import (  # noqa: F401 (the API in one plac
     resume_note,
 )
 from minimal_attn.experiments.resources import check_memory, check_steps
-from minimal_attn.experiments.train_loop import TrainConfig, checkpoint_path, paper_setting
-from minimal_attn.experiments.train_report import (
-    HistoryLog,
-    aggregate,
-    recipe_text,
-    summary_markdown,
-    write_results,
-)
+from minimal_attn.experiments.train_loop import LINEAR_LR, TrainConfig, paper_setting
+from minimal_attn.experiments.train_report import aggregate, recipe_text, summary_markdown
 
 TORCH_PIN = "pip install torch==2.13.0, then pip install \".[torch]\""
 
@@ -69,12 +66,91 @@ def run_config(c, paradigm, seed):
                        checkpoint_every=c.checkpoint_every, time_limit=c.time_limit)
 
 
-def _format_epoch(r):
-    test = "" if r.get("test_accuracy") is None else (
-        f" test acc {100 * r['test_accuracy']:.1f}% test SAIF {100 * r['test_saif']:.1f}%")
-    return (f"{r['paradigm']} seed {r['seed']} epoch {r['epoch']} ({r['phase']}): loss "
-            f"{r['loss']:.4f} train acc {100 * r['train_accuracy']:.1f}% mean a_z "
-            f"{r['mean_a_z']:.3f}" + test)
+def run_experiment(c, out=None, resume=False, progress=None, log=None, on_epoch=None):
+    """Train every paradigm and seed of ``c`` (an :class:`ExperimentConfig`); write to ``out``.
+
+    ``progress(length, label)``: a per-epoch progress bar factory; ``log(line)``:
+    one line per epoch, the dead-unit report, warnings and per-seed results;
+    ``on_epoch(record)``: each epoch's history record. Returns (results, meta)
+    (:func:`.table1_driver.run_table1`).
+    """
+    return run_table1(MosaicTable1(c), out, resume, progress, log, on_epoch)
+
+
+class MosaicTable1:
+    """The mosaics' adapter for :func:`.table1_driver.run_table1` (a ``Table1Data``)."""
+
+    focus, title = "a_z", None
+
+    def __init__(self, config):
+        self.c = config
+        self.paradigms, self.seeds = config.paradigms, config.seeds
+
+    def check(self):
+        check_config(self.c)
+        if self.c.batch_seeds:
+            _check_batched(self.c)
+
+    def load(self, log):
+        c = self.c
+        self.run_one, self.momentum, device = _trainer(c)
+        stacked = f" and {c.seeds} stacked models" if c.batch_seeds and c.seeds > 1 else ""
+        check_memory(estimate_bytes(c), f"{c.n_train + c.n_test} mosaics of {c.m} segments"
+                     f"{stacked}", ("n_train", "n_test", "m") + (("seeds",) if stacked else ()))
+        check_steps(-(-c.n_train // c.batch_size) * c.epochs * c.seeds * len(c.paradigms),
+                    "training every paradigm and seed", ("epochs", "seeds"))
+        from minimal_attn.datasets.splits import load_mosaic_splits
+
+        source = "synthetic-vectors" if (c.backend, c.dataset) == ("numpy", "synthetic") \
+            else c.dataset
+        self.train, self.test, n_classes, self.names = load_mosaic_splits(
+            source, c.m, c.n_train, c.n_test, data_dir=c.data_dir, n_classes=c.n_classes,
+            foreground=c.foreground, seed=c.data_seed)
+        self.c = replace(c, n_classes=n_classes, device=device)
+
+    def run_config(self, paradigm, seed):
+        return run_config(self.c, paradigm, seed)
+
+    def train_seed(self, config, out, resume, progress, callback, log):
+        return self.run_one(config, self.train, self.test, out_dir=out, resume=resume,
+                            progress=progress, callback=callback, log=log)
+
+    def train_seeds(self, paradigm, out, resume, callback, log):
+        """``batch_seeds``: all seeds of ``paradigm`` as one model (None: one by one)."""
+        if not self.c.batch_seeds or self.c.seeds < 2:
+            return None
+        from minimal_attn.backends.vr.batched_seeds import train_seeds
+
+        return train_seeds([self.run_config(paradigm, s) for s in range(self.c.seeds)],
+                           self.train, self.test, out, resume, callback, log)
+
+    def aggregate(self, runs):
+        return aggregate(runs)
+
+    def describe(self, runs):
+        """config.json: every setting as used, the lr of each paradigm, the stop epochs."""
+        c = self.c
+        meta = {f.name: getattr(c, f.name) for f in fields(c)}
+        meta.update(foreground=self.names, seeds=list(range(c.seeds)),
+                    momentum=self.momentum if c.optimizer == "sgd" else None,
+                    lr=paradigm_rates(self, LINEAR_LR if c.backend == "numpy" else None),
+                    stopped_epochs=_per_seed(runs, lambda r: r.get("stopped_epoch")),
+                    epochs_run=_per_seed(runs, lambda r: len(r["history"])),
+                    time_limited=_per_seed(runs, lambda r: bool(r.get("time_limited"))))
+        if c.optimizer == "adam":
+            from minimal_attn.backends.vr.train import ADAM_BETAS, ADAM_EPS
+
+            meta.update(adam_betas=list(ADAM_BETAS), adam_eps=ADAM_EPS)
+        if "hybrid" in runs and c.switch_epoch is None:   # the default, as the runs resolved it
+            meta["switch_epoch"] = runs["hybrid"][0]["switch_epoch"]
+        return meta
+
+    def summary(self, results, meta):
+        return recipe_text(meta) + "\n" + summary_markdown(results, self.c.m, self.c.dataset)
+
+
+def _per_seed(runs, value):
+    return {p: {str(r["seed"]): value(r) for r in runs[p]} for p in runs}
 
 
 def _trainer(c):
@@ -96,66 +172,6 @@ def _trainer(c):
     return torch_train.train_run, c.momentum, str(torch_backend.get_device(c.device))
 
 
-def run_experiment(c, out=None, resume=False, progress=None, log=None, on_epoch=None):
-    """Train every paradigm and seed of ``c`` and write the result set to ``out``.
-
-    ``progress(label, done, total, note)``: every training step
-    (:mod:`minimal_attn.experiments.progress`); ``log(line)``: one line per
-    epoch, the dead-unit report, warnings and per-seed results;
-    ``on_epoch(record)``: each epoch's history record. Returns (results, meta).
-    """
-    log = log or (lambda line: None)
-    check_config(c)
-    if resume and out is None:
-        raise InputError("resume needs out: the folder whose checkpoints/ to continue from",
-                         param=("resume", "out"))
-    if c.batch_seeds:
-        _check_batched(c)
-    if out is not None:
-        check_writable(out)
-    run_one, momentum, device = _trainer(c)
-    stacked = f" and {c.seeds} stacked models" if c.batch_seeds and c.seeds > 1 else ""
-    check_memory(estimate_bytes(c), f"{c.n_train + c.n_test} mosaics of {c.m} segments{stacked}",
-                 ("n_train", "n_test", "m") + (("seeds",) if stacked else ()))
-    check_steps(-(-c.n_train // c.batch_size) * c.epochs * c.seeds * len(c.paradigms),
-                "training every paradigm and seed", ("epochs", "seeds"))
-    from minimal_attn.datasets.splits import load_mosaic_splits
-
-    source = "synthetic-vectors" if (c.backend, c.dataset) == ("numpy", "synthetic") \
-        else c.dataset
-    train, test, n_classes, names = load_mosaic_splits(
-        source, c.m, c.n_train, c.n_test, data_dir=c.data_dir, n_classes=c.n_classes,
-        foreground=c.foreground, seed=c.data_seed)
-    c = replace(c, n_classes=n_classes, device=device)
-    history = HistoryLog(out)
-    epoch_done = history.epoch_callback(log, _format_epoch, on_epoch)
-
-    runs = {}
-    try:
-        for p in c.paradigms:
-            runs[p] = _train_batched(c, p, train, test, out, resume, epoch_done, log) \
-                or [_train_seed(c, p, seed, run_one, train, test, out, resume, progress,
-                                epoch_done, log) for seed in range(c.seeds)]
-        results = {p: aggregate(runs[p]) for p in c.paradigms}
-        meta = _meta(c, runs, names, momentum)
-        if out is not None:
-            write_results(out, results, runs, meta, summary=recipe_text(meta) + "\n"
-                          + summary_markdown(results, c.m, c.dataset))
-    except KeyboardInterrupt:
-        raise KeyboardInterrupt("interrupted; " + resume_note(out)) from None
-    return results, meta
-
-
-def _train_seed(c, p, seed, run_one, train, test, out, resume, progress, epoch_done, log):
-    config = run_config(c, p, seed)
-    if resume and not os.path.exists(checkpoint_path(out, config)):
-        log(f"no checkpoint for {p} seed {seed} in {out}: starting fresh")
-    r = run_one(config, train, test, out_dir=out, resume=resume, progress=progress,
-                callback=epoch_done, log=log)
-    _report(p, seed, r, log)
-    return r
-
-
 def _check_batched(c):
     if c.backend != "torch":
         raise InputError("batch_seeds applies to backend torch", param="batch_seeds")
@@ -164,56 +180,3 @@ def _check_batched(c):
     except ImportError as exc:
         raise InputError(f"batch_seeds needs backends/torch_batched_train ({exc}); train "
                          "the seeds one after another", param="batch_seeds") from None
-
-
-def _train_batched(c, p, train, test, out, resume, epoch_done, log):
-    """All seeds of ``p`` as one model; None where they must train separately."""
-    if not c.batch_seeds or c.seeds < 2:
-        return None
-    from minimal_attn.backends.vr.batched_seeds import train_seeds
-
-    runs = train_seeds([run_config(c, p, s) for s in range(c.seeds)], train, test, out,
-                       resume, epoch_done, log)
-    for seed, r in enumerate(runs or ()):
-        _report(p, seed, r, log)
-    return runs
-
-
-def _report(p, seed, r, log):
-    log(f"{p} seed {seed}: " + ", ".join(
-        f"{s} accuracy {100 * r[s]['accuracy']:.1f}% SAIF {100 * r[s]['saif']:.1f}%"
-        for s in ("train", "test")) + f" ({r['seconds']:.1f} s training)")
-    for warning in r["warnings"]:
-        log(f"warning: {p} seed {seed}: {warning}")
-
-
-def _meta(c, runs, names, momentum):
-    """config.json: every setting as used, the lr of each paradigm, the hybrid's switches."""
-    meta = {f.name: getattr(c, f.name) for f in fields(c)}
-    meta.update(foreground=names, seeds=list(range(c.seeds)),
-                momentum=momentum if c.optimizer == "sgd" else None,
-                lr={p: _rates(run_config(c, p, 0), c.backend) for p in c.paradigms},
-                stopped_epochs={p: {str(r["seed"]): r.get("stopped_epoch") for r in runs[p]}
-                                for p in runs},
-                epochs_run={p: {str(r["seed"]): len(r["history"]) for r in runs[p]}
-                            for p in runs},
-                time_limited={p: {str(r["seed"]): bool(r.get("time_limited"))
-                                  for r in runs[p]} for p in runs})
-    if c.optimizer == "adam":
-        from minimal_attn.backends.vr.train import ADAM_BETAS, ADAM_EPS
-
-        meta.update(adam_betas=list(ADAM_BETAS), adam_eps=ADAM_EPS)
-    if "hybrid" in runs:
-        meta["hybrid_switch_epochs"] = {str(r["seed"]): r["switch_epoch"]
-                                        for r in runs["hybrid"]}
-        if c.switch_epoch is None:          # the default, as the runs resolved it
-            meta["switch_epoch"] = runs["hybrid"][0]["switch_epoch"]
-    return meta
-
-
-def _rates(config, backend):
-    """The lr of a paradigm: a number, or {"sa": .., "ha": ..} for the hybrid."""
-    from minimal_attn.experiments.train_loop import LINEAR_LR
-
-    rates = config.rates(LINEAR_LR if backend == "numpy" else None)
-    return rates if config.paradigm == "hybrid" else rates[config.paradigm]

@@ -43,13 +43,6 @@ def aggregate(runs):
     return entry
 
 
-def seed_line(r):
-    """One line for a finished (paradigm, seed)."""
-    return f"{r['paradigm']} seed {r['seed']}: " + ", ".join(
-        f"{s} accuracy {100 * r[s]['accuracy']:.1f}% SAIF {100 * r[s]['saif']:.1f}%"
-        for s in ("train", "test")) + f" ({r['seconds']:.1f} s training)"
-
-
 def _pct(entry, key):
     return f"{100 * entry[key]:.1f} ± {100 * entry[key + '_std']:.1f}"
 

@@ -147,12 +147,14 @@ def _tree(path):
 
 
 @contextlib.contextmanager
-def undo_on_refusal(path):
+def undo_on_refusal(path, keep=None):
     """On InputError inside the block, delete what it created under ``path`` (then re-raise).
 
     Files and folders that existed before are kept (a checkpoint the run
-    resumed from and then advanced stays a valid checkpoint). Ctrl-C keeps
-    everything: the checkpoints are what a rerun continues from.
+    resumed from and then advanced stays a valid checkpoint), and so is a new
+    path for which ``keep(path)`` is true, with its folders (e.g. the
+    checkpoints of runs that finished epochs before another run was refused).
+    Ctrl-C keeps everything: the checkpoints are what a rerun continues from.
     """
     before = _tree(path) if path is not None else set()
     folders = {p: os.stat(p) for p in before if os.path.isdir(p) and not os.path.islink(p)}
@@ -160,7 +162,12 @@ def undo_on_refusal(path):
         yield
     except InputError:
         if path is not None:
-            for new in sorted(_tree(path) - before, key=len, reverse=True):  # children first
+            new_paths = _tree(path) - before
+            if keep is not None:
+                kept = {p for p in new_paths if keep(p)}
+                kept |= {os.path.dirname(p) for p in kept}       # their folders stay too
+                new_paths -= kept
+            for new in sorted(new_paths, key=len, reverse=True):  # children first
                 with contextlib.suppress(OSError):
                     if os.path.isdir(new) and not os.path.islink(new):
                         os.rmdir(new)

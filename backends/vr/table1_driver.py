@@ -1,0 +1,153 @@
+r"""The one Table 1 driver: every paradigm and seed of one data set, aggregated and written.
+
+Vashisht & Ramaswamy (2023), Section 2.4, Section 5 and Table 1. A Table 1
+row is FCAMs of every paradigm (SA, HA, LV, the hybrid) trained with several
+seeds, scored by accuracy and SAIF, mean +- std over seeds. :func:`run_table1`
+does that once for every data set:
+
+1. the settings are checked, then ``out`` (writable; ``resume`` needs it);
+2. the data set loads (and refuses a run that cannot fit in memory or finish);
+3. each paradigm trains its seeds (all at once where the data set can, else one
+   after another, each resuming from its checkpoint in ``out/checkpoints``),
+   one line and one ``history.jsonl`` record per epoch, one line per seed;
+4. the runs are aggregated over seeds and the result set is written
+   (:func:`minimal_attn.experiments.train_report.write_results`): results.json,
+   config.json (with every paradigm's learning rates and the hybrid's switch
+   epochs), history.jsonl, summary.md/csv, heat maps and per-instance scores.
+
+A refusal (:class:`~minimal_attn.errors.InputError`) in steps 3-4 removes what
+this call wrote; Ctrl-C keeps the checkpoints (a rerun with ``resume``
+continues). What differs between data sets is a small adapter,
+:class:`Table1Data`: :class:`.table1.MosaicTable1` (CIFAR-10/100, synthetic
+image mosaics, the NumPy linear FCAM's vector mosaics) and
+:class:`.hatexplain_table1.HateXplainTable1` (HateXplain posts, the text FCAM).
+"""
+
+import os
+from typing import Optional, Protocol, Sequence
+
+from minimal_attn.errors import InputError
+from minimal_attn.experiments.config import check_writable, resume_note
+from minimal_attn.experiments.io import undo_on_refusal
+from minimal_attn.experiments.train_loop import checkpoint_path
+from minimal_attn.experiments.train_report import HistoryLog, write_results
+
+
+class Table1Data(Protocol):
+    """What the driver needs to know of one data set."""
+
+    paradigms: Sequence[str]    # canonical names (after check()), trained in this order
+    seeds: int                  # seeds 0 .. seeds-1
+    focus: str                  # the focus's name in epoch lines: a_z, or a_z* for a rationale
+    title: Optional[str]        # the heat maps' label (None: m=<m>)
+
+    def check(self) -> None:
+        """Raise InputError for a setting that cannot run, before anything is read."""
+
+    def load(self, log) -> None:
+        """Resolve the device, check memory and steps, read the data."""
+
+    def run_config(self, paradigm, seed):
+        """The TrainConfig of one run (its paradigm's learning rates, the hybrid's switch)."""
+
+    def train_seed(self, config, out, resume, progress, callback, log) -> dict:
+        """One (paradigm, seed) through ``run_epochs``: its result dict."""
+
+    def train_seeds(self, paradigm, out, resume, callback, log) -> Optional[list]:
+        """Every seed of ``paradigm`` at once, or None to train them one by one."""
+
+    def aggregate(self, runs) -> dict:
+        """results.json's entry of one paradigm from its runs."""
+
+    def describe(self, runs) -> dict:
+        """config.json: the settings as used (see :func:`paradigm_rates`)."""
+
+    def summary(self, results, meta) -> str:
+        """summary.md: our rows beside the paper's."""
+
+
+def _is_checkpoint(path):
+    return os.path.basename(os.path.dirname(path)) == "checkpoints" and ".ckpt" in path
+
+def run_table1(data, out=None, resume=False, progress=None, log=None, on_epoch=None):
+    """Train every paradigm and seed of ``data`` (a :class:`Table1Data`); write to ``out``.
+
+    ``progress(length, label)``: a per-epoch progress bar factory; ``log(line)``:
+    one line per epoch, per-seed results and warnings; ``on_epoch(record)``:
+    each epoch's history record. Returns ``(results, meta)``:
+    ``results[paradigm]["train"|"test"]`` holds the means over seeds (fractions)
+    with ``_std``, ``per_seed`` and the heat map; ``meta`` is config.json.
+    """
+    log = log or (lambda line: None)
+    data.check()
+    if resume and out is None:
+        raise InputError("resume needs out: the folder whose checkpoints/ to continue from",
+                         param=("resume", "out"))
+    if out is not None:
+        check_writable(out)
+    data.load(log)
+    epoch_done = HistoryLog(out).epoch_callback(log, lambda r: format_epoch(r, data.focus),
+                                                on_epoch)
+    try:
+        # a refusal (a diverged run, a checkpoint of other settings) removes this call's
+        # new files but keeps the checkpoints other runs wrote: they resume
+        with undo_on_refusal(out, keep=_is_checkpoint):
+            runs = {p: _train_paradigm(data, p, out, resume, progress, epoch_done, log)
+                    for p in data.paradigms}
+            results = {p: data.aggregate(runs[p]) for p in data.paradigms}
+            meta = data.describe(runs)
+            if "hybrid" in runs:
+                meta["hybrid_switch_epochs"] = {str(r["seed"]): r["switch_epoch"]
+                                                for r in runs["hybrid"]}
+            if out is not None:
+                write_results(out, results, runs, meta, data.summary(results, meta), data.title)
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt("interrupted; " + resume_note(out)) from None
+    return results, meta
+
+
+def _train_paradigm(data, p, out, resume, progress, epoch_done, log):
+    runs = data.train_seeds(p, out, resume, epoch_done, log)
+    if runs:
+        for r in runs:
+            _report(r, log)
+        return runs
+    runs = []
+    for seed in range(data.seeds):
+        config = data.run_config(p, seed)
+        if resume and not os.path.exists(checkpoint_path(out, config)):
+            log(f"no checkpoint for {p} seed {seed} in {out}: starting fresh")
+        runs.append(data.train_seed(config, out, resume, progress, epoch_done, log))
+        _report(runs[-1], log)
+    return runs
+
+
+def _report(r, log):
+    """One line for a finished (paradigm, seed), then its warnings."""
+    p, seed = r["paradigm"], r["seed"]
+    log(f"{p} seed {seed}: " + ", ".join(
+        f"{s} accuracy {100 * r[s]['accuracy']:.1f}% SAIF {100 * r[s]['saif']:.1f}%"
+        for s in ("train", "test")) + f" ({r['seconds']:.1f} s training)")
+    for warning in r["warnings"]:
+        log(f"warning: {p} seed {seed}: {warning}")
+
+
+def format_epoch(r, focus="a_z"):
+    """The line of one epoch's history record (test numbers on the epochs that score them)."""
+    test = "" if r.get("test_accuracy") is None else (
+        f" test acc {100 * r['test_accuracy']:.1f}% test SAIF {100 * r['test_saif']:.1f}%")
+    return (f"{r['paradigm']} seed {r['seed']} epoch {r['epoch']} ({r['phase']}): loss "
+            f"{r['loss']:.4f} train acc {100 * r['train_accuracy']:.1f}% mean {focus} "
+            f"{r['mean_a_z']:.3f}" + test)
+
+
+def paradigm_rates(data, table=None):
+    """config.json's ``lr``: paradigm -> its lr, or {"sa": .., "ha": ..} for the hybrid.
+
+    ``table``: the rates of paradigms given none (None: the run config's own).
+    """
+    out = {}
+    for p in data.paradigms:
+        rates = data.run_config(p, 0).rates(table)
+        out[p] = rates if p == "hybrid" else rates[p]
+    return out
