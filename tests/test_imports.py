@@ -177,10 +177,6 @@ def test_importing_every_command_loads_no_torch():
 LITERAL_DEFAULTS = {
     ("options.py", "--progress/--no-progress"): "a display switch of the CLI, no library setting",
     ("seq_train_cmd.py", "--attention"): "SeqTrainConfig sits in a torch module (snell/train.py)",
-    **{("hatexplain_cmd.py", option): "HateXplainConfig sits in a torch module; the one Table 1 "
-       "driver (issue 18, step 3) replaces this command" for option in (
-           "--backend", "--dataset", "--embedding", "--paradigm", "--epochs", "--seeds",
-           "--device", "--batch-size", "--threshold", "--min-count")},
 }
 
 

@@ -100,7 +100,7 @@ def test_resume_refuses_other_settings(tmp_path):
     with pytest.raises(InputError, match="different settings"):
         train_numpy_run(other, train, test, out_dir=str(tmp_path), resume=True,
                         progress=False)
-    with pytest.raises(InputError, match="different mosaics"):
+    with pytest.raises(InputError, match=r"different settings \(data \(another data set"):
         train_numpy_run(config, data.gaussian_mosaics(30, 3, 3, seed=9), test,
                         out_dir=str(tmp_path), resume=True, progress=False)
 

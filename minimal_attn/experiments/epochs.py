@@ -31,6 +31,7 @@ batched or not, goes through the same steps:
 import time
 from typing import Any, List, Optional, Protocol, Sequence, Tuple
 
+from minimal_attn.experiments.checkpoints import write_checkpoint
 from minimal_attn.experiments.progress import counter
 from minimal_attn.experiments.train_loop import (
     CHECKPOINT_FORMAT,
@@ -40,7 +41,6 @@ from minimal_attn.experiments.train_loop import (
     checkpoint_path,
     collapse_warnings,
     read_checkpoint,
-    write_checkpoint,
 )
 
 Stats = Tuple[float, float, float]          # mean loss, running accuracy, mean a_z

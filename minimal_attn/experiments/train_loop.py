@@ -19,7 +19,7 @@ from typing import Optional, Union
 
 from minimal_attn import losses
 from minimal_attn.errors import InputError, check_paradigm
-from minimal_attn.experiments.checkpoints import check_format, load_guarded, write_checkpoint  # noqa: F401 (re-exported)
+from minimal_attn.experiments import checkpoints
 
 #: The paper's learning rates (Appendix A.2): dataset -> loss paradigm -> lr.
 #: Synthetic image mosaics use CIFAR-10's.
@@ -213,25 +213,16 @@ def check_divergence(loss, history, config, after=None):
 
 
 def read_checkpoint(path, trainer, config, fingerprint, log):
-    """(meta, payload) of the newest readable checkpoint, falling back to ``.prev``."""
-    state = load_guarded(
-        path, trainer.read, lambda state: check_format(state[0], CHECKPOINT_FORMAT, trainer.KIND),
-        lambda state, candidate: _check_settings(state[0], config, trainer, fingerprint,
-                                                 candidate),
-        fix="delete it or drop --resume", log=log)
-    return (None, None) if state is None else state
-
-
-def _check_settings(meta, config, trainer, fingerprint, path):
-    saved, now = meta["config"], affecting(config, trainer.LR_TABLE)
-    diff = [k for k in dict.fromkeys([*now, *saved]) if saved.get(k) != now.get(k)]
-    if diff:
-        raise InputError(f"checkpoint {path} was written with different settings "
-                         f"({', '.join(f'{k}={saved.get(k)!r}' for k in diff)}); "
-                         "use the same options or drop --resume")
-    if meta["data"] != fingerprint:
-        raise InputError(f"checkpoint {path} was written for different mosaics; use the "
-                         "same dataset/m/n_train/n_test/data_dir or drop resume")
-    if meta["epoch"] > config.epochs:
-        raise InputError(f"checkpoint {path} already holds {meta['epoch']} epochs, more "
+    """(meta, payload) of the newest readable checkpoint, falling back to ``.prev``:
+    the one reader of every trainer (:func:`.checkpoints.read_checkpoint`), which
+    refuses other settings or other data in one line; (None, None) when none exists."""
+    state = checkpoints.read_checkpoint(
+        path, trainer.read, CHECKPOINT_FORMAT, trainer.KIND,
+        affecting(config, trainer.LR_TABLE), fingerprint, header=lambda state: state[0],
+        instead="drop --resume", log=log)
+    if state is None:
+        return None, None
+    if state[0]["epoch"] > config.epochs:
+        raise InputError(f"checkpoint {path} already holds {state[0]['epoch']} epochs, more "
                          f"than epochs={config.epochs}", param="epochs")
+    return state
