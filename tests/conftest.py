@@ -1,5 +1,6 @@
 """Shared test configuration: hypothesis profiles and the shared data folder."""
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -37,14 +38,35 @@ def shared_dataset(shared_data):
     return need
 
 
+@contextlib.contextmanager
+def _one_torch_thread():
+    """torch at one thread while the block runs, where torch is installed."""
+    try:
+        import torch
+    except ImportError:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 @pytest.fixture
 def torch_one_thread():
     """Small networks gain nothing from threads; a shared CPU loses a lot to them."""
-    torch = pytest.importorskip("torch")
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    pytest.importorskip("torch")
+    with _one_torch_thread():
+        yield
+
+
+@pytest.fixture
+def one_thread_if_torch():
+    """As ``torch_one_thread`` for tests that also run without torch (the CLI's refusals)."""
+    with _one_torch_thread():
+        yield
 
 
 # ------------------------------------------------------------------ array namespaces

@@ -98,16 +98,8 @@ def scratch():
 
 
 @pytest.fixture(autouse=True)
-def one_thread():
-    try:
-        import torch
-    except ImportError:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
+def one_thread(one_thread_if_torch):
     yield
-    torch.set_num_threads(before)
 
 
 # ------------------------------------------------------------------ V&R, NumPy side

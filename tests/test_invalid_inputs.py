@@ -44,7 +44,7 @@ def _timeout(signum, frame):
 
 
 @pytest.mark.parametrize("case", [_param(c) for c in sweep.CASES])
-def test_invalid_input(case, scratch, monkeypatch, torch_threads):
+def test_invalid_input(case, scratch, monkeypatch, one_thread_if_torch):
     why = sweep.missing_need(case)
     if why:
         pytest.skip(why)
@@ -64,15 +64,3 @@ def test_invalid_input(case, scratch, monkeypatch, torch_threads):
     assert sweep.problems(rc, stderr, before, sweep.snapshot(scratch["tmp"]), scratch) == []
 
 
-@pytest.fixture
-def torch_threads():
-    """One thread for the train rows (the machine is shared); a no-op without torch."""
-    try:
-        import torch
-    except ImportError:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
