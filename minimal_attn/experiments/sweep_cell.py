@@ -111,7 +111,7 @@ def run_tasks(tasks):
 def _run_table1(task, folder, log):
     """A V&R Table 1 cell: ``run_experiment`` into ``folder``; ``(result, device)``."""
     from minimal_attn.backends.vr.table1 import run_experiment
-    from minimal_attn.experiments.cells import fcam_result
+    from minimal_attn.experiments.cell_runners import fcam_result
 
     cell, epoch = task["cell"], task.get("crash_after_epoch")
     results, meta = run_experiment(_config(cell, task["operational"]), out=folder,

@@ -80,7 +80,7 @@ def expand(grid):
 def run_row(cell, folder, operational, log):
     """Train or reuse the row's models in ``folder``; ``(result, device)`` of its record."""
     from minimal_attn.backends.snell.agreement import AgreementConfig, run_agreement
-    from minimal_attn.experiments.cells import agreement_result
+    from minimal_attn.experiments.cell_runners import agreement_result
 
     def progress(label, done, total, note=None):      # a log line per model and evaluation
         if note is not None:

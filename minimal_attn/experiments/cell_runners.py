@@ -1,0 +1,120 @@
+r"""How each kind of cell runs: one runner per ``settings["runner"]`` (issue 19).
+
+A runner takes ``(cell, data_dir, work, device, log, time_limit)``, runs the
+cell's experiment through its library call (:func:`.table1.run_experiment`'s
+driver, ``run_hatexplain``, ``run_agreement``, ``run_synthetic``) in the run
+folder ``work`` (a rerun resumes there) and returns ``(result, settings,
+device used)`` for :func:`.cells.run_cell`'s record. The torch backends are
+imported inside the runners, when a cell runs.
+"""
+
+from minimal_attn.experiments.results_store import summarise
+
+
+def fcam_config(cell, data_dir, device, time_limit=None):
+    from minimal_attn.experiments.config import ExperimentConfig, apply_protocol
+
+    s = dict(cell.settings)
+    given = {k: s[k] for k in ("seeds", "n_train", "n_test", "epochs", "width", "batch_size")
+             if k in s}
+    control = {k: s[k] for k in ("eval_every", "checkpoint_every") if k in s}
+    c = ExperimentConfig(backend="torch", dataset=s["dataset"], data_dir=data_dir, m=s["m"],
+                         paradigms=[s["paradigm"]], switch_epoch=s.get("switch_epoch"),
+                         device=device, batch_seeds=True, time_limit=time_limit,
+                         **given, **control)
+    return apply_protocol(c, s["protocol"], explicit=set(given))
+
+
+def synthetic_size(s):
+    from minimal_attn.backends.snell.synthetic_train import SYNTHETIC_SIZES
+
+    return dict(SYNTHETIC_SIZES["cpu" if s["size"] == "tiny" else s["size"]],
+                **({"steps": 20, "hidden": 8} if s["size"] == "tiny" else {}))
+
+
+def _run_fcam(cell, data_dir, work, device, log, time_limit=None):
+    from minimal_attn.backends.vr.table1 import run_experiment
+
+    c = fcam_config(cell, data_dir, device, time_limit)
+    results, meta = run_experiment(c, out=work, resume=True, log=log)
+    result = fcam_result(results, meta, cell.settings["paradigm"])
+    settings = {k: meta[k] for k in ("dataset", "m", "protocol", "optimizer", "focus_init",
+                                     "classifier", "stop_loss", "epochs", "batch_size",
+                                     "n_train", "n_test", "width", "lr", "switch_epoch",
+                                     "eval_every", "time_limit")}
+    return result, dict(settings, seeds=len(meta["seeds"])), meta["device"]
+
+
+def fcam_result(results, meta, paradigm):
+    """A record's ``result`` for one paradigm of ``run_experiment``'s (results, meta)."""
+    per_seed = {split: results[paradigm][split]["per_seed"] for split in ("train", "test")}
+    result = {split: {k: summarise([s[k] for s in per_seed[split]])
+                      for k in ("accuracy", "saif")} for split in ("train", "test")}
+    # training time summed over seeds, kept across resumes (batched seeds: their shares)
+    result["train_seconds"] = sum(s["seconds"] for s in per_seed["test"])
+    result["stopped_epochs"] = meta["stopped_epochs"][paradigm]
+    result["epochs_run"] = meta["epochs_run"][paradigm]
+    result["time_limited"] = meta.get("time_limited", {}).get(paradigm, {})
+    return result
+
+
+def _run_hatexplain(cell, data_dir, work, device, log, time_limit=None):
+    from minimal_attn.backends.vr.text_train import (
+        HateXplainConfig,
+        TextTrainConfig,
+        run_hatexplain,
+    )
+
+    s = cell.settings
+    config = HateXplainConfig(train=TextTrainConfig(embedding=s["embedding"], epochs=s["epochs"],
+                                                    device=device),
+                              paradigms=(s["paradigm"],), seeds=s["seeds"])
+    results, meta = run_hatexplain(config, data_dir, out_dir=work, resume=True, log=log)
+    entry = results[s["paradigm"]]
+    result = {split: {k: summarise([x[k] for x in entry[split]["per_seed"]])
+                      for k in ("accuracy", "saif")} for split in ("train", "test")}
+    return result, {k: meta[k] for k in ("embedding", "epochs", "lr", "batch_size")}, \
+        meta["device"]
+
+
+def _run_agreement(cell, data_dir, work, device, log, time_limit=None):
+    from minimal_attn.backends.snell.agreement import AgreementConfig, run_agreement
+
+    s = cell.settings
+    config = AgreementConfig(task=s["task"], dataset=s["dataset"], data_dir=data_dir,
+                             device=None if device == "auto" else device)
+    out = run_agreement(config, work)
+    return agreement_result(out), {"task": s["task"], "dataset": s["dataset"]}, str(device)
+
+
+def agreement_result(out):
+    """A record's ``result`` from ``run_agreement``'s agreement.json dict (one Table 2 row)."""
+    from minimal_attn.experiments.agreement_table import COLUMNS
+
+    return {"row": [out.get(k) for k in COLUMNS], "columns": list(COLUMNS),
+            "performance": out["runs"]["standard"][-1]["val_perf"],
+            "performance_name": out["performance"]}
+
+
+def _run_synthetic(cell, data_dir, work, device, log, time_limit=None):
+    from minimal_attn.backends.snell.synthetic_experiments import run_synthetic
+    from minimal_attn.backends.snell.synthetic_train import SyntheticConfig
+
+    s = cell.settings
+    size = synthetic_size(s)
+    config = SyntheticConfig(steps=size["steps"], hidden=size["hidden"], embed=size["embed"],
+                             batch_size=size["batch_size"], lr=size["lr"],
+                             eval_every=max(1, size["steps"] // 20),
+                             device="cpu" if device in ("auto", "cpu") else device)
+    out = run_synthetic(s["task"], config, seeds=s["seeds"], heads=s.get("heads", 8),
+                        pool=s.get("pool", 24), out_dir=work, resume=True)
+    conditions = {name: {"seeds": len(c["seeds"]),
+                         "converged_fraction": c["converged_fraction"],
+                         "failed_fraction": c["failed_fraction"]}
+                  for name, c in out["conditions"].items()}
+    return {"conditions": conditions}, dict(size, task=s["task"], seeds=s["seeds"]), \
+        config.device
+
+
+RUNNERS = {"fcam": _run_fcam, "hatexplain": _run_hatexplain, "agreement": _run_agreement,
+           "synthetic": _run_synthetic}
