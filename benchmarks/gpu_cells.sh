@@ -8,7 +8,8 @@
 #                           [--parallel N] CELL...
 #                                                 on the GPU machine (carry .gpu_data and .whl)
 #
-# Runs the cells in the order given (default: every paper-scale cell in run order) until
+# Runs the cells in the order given (default: every paper-scale cell in run order that
+# has no complete record in results/cells yet) until
 # the budget (default 480 s) is spent, N at a time (default 1; small models leave a GPU
 # idle between kernel launches, so a few processes share it well). The first N cells
 # always run; a later one whose estimate (an upper bound under a stop rule) exceeds what
@@ -63,7 +64,10 @@ import sys
 from minimal_attn.experiments import cells
 card, names = sys.argv[1], sys.argv[2:]
 table = cells.all_cells()
-names = names or [n for n, c in table.items() if c.scale == "paper"]
+# by default every paper-size cell that has no complete record yet (cut short by a
+# time limit counts as not complete); named cells always run
+names = names or [n for n, c in table.items()
+                  if c.scale == "paper" and not cells.finished(n)]
 for n in names:
     if n not in table:
         sys.exit(f"Error: unknown cell {n!r}: `attn-dyn cells list` names them")

@@ -39,6 +39,8 @@ def test_a_tiny_cell_writes_its_record_and_the_pages_regenerate(tmp_path, torch_
     record = cells.run_cell("tiny-t1-synthetic-sa", None, str(results), str(tmp_path / "w"),
                             device="cpu", command=["test"])
     saved = json.loads((results / "cells" / "tiny-t1-synthetic-sa.json").read_text())
+    assert cells.finished("tiny-t1-synthetic-sa", str(results))
+    assert not cells.finished("tiny-t1-synthetic-lv", str(results))       # no record
     assert saved == json.loads(json.dumps(record))
     test = saved["result"]["test"]
     assert len(test["saif"]["per_seed"]) == 2

@@ -134,6 +134,8 @@ def test_a_time_limited_cell_is_recorded_and_shown_as_partial(tmp_path, monkeypa
     assert record["settings"]["time_limit"] == 30.0
     assert all(record["result"]["time_limited"].values())
     assert set(record["result"]["epochs_run"].values()) == {0}
+    # a partial record does not count as done: gpu_cells.sh runs the cell again
+    assert not cells.finished("tiny-t1-synthetic-sa", str(tmp_path / "results"))
     page = results_store.render(results_store.read_cells(str(tmp_path / "results")))
     assert "cut by time limit (partial)" in page
     with pytest.raises(InputError, match="time_limit"):

@@ -18,6 +18,7 @@ and writes its record. :func:`estimate_seconds` is the expected wall time on a
 card, from the work of the cell and a measured throughput (:data:`THROUGHPUT`).
 """
 
+import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -146,6 +147,19 @@ def get_cell(name):
         raise InputError(f"unknown cell {name!r}: `attn-dyn cells list` names them",
                          param="cell")
     return cells[name]
+
+
+def finished(name, results_dir="results"):
+    """True when ``results_dir`` holds a complete record of cell ``name`` (one whose
+    seeds all ran to their protocol's end, none cut short by a time limit)."""
+    from minimal_attn.experiments.results_store import cell_path
+
+    path = cell_path(results_dir, name)
+    if not os.path.isfile(path):
+        return False
+    with open(path) as f:
+        record = json.load(f)
+    return not any((record.get("result") or {}).get("time_limited", {}).values())
 
 
 def estimate_seconds(cell, card):
