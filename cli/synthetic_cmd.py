@@ -8,8 +8,9 @@ only when the command runs.
 import click
 
 # the presets live in the library; that module imports torch only inside functions
-from minimal_attn.backends.snell.synthetic_train import SYNTHETIC_SIZES
+from minimal_attn.backends.snell.synthetic_train import SYNTHETIC_SIZES, SyntheticConfig
 from minimal_attn.cli.options import echo_line, on_interrupt, resume_note
+from minimal_attn.cli.seq_options import PARADIGM_HELP, paradigm_kwargs
 
 TASK_NAMES = ("copy", "copy-control", "copy-mixture", "multihead", "keyword", "permute")
 CPU_SIZE, PAPER_SIZE = SYNTHETIC_SIZES["cpu"], SYNTHETIC_SIZES["paper"]
@@ -74,9 +75,16 @@ def _progress_callback(enabled):
               help="Folder for results.json, figures and checkpoints/.")
 @click.option("--resume", is_flag=True, help="Continue from the checkpoints in --out.")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@click.option("--paradigm", type=click.Choice(["sa", "ha", "lv", "hybrid", "soft", "hard"]),
+              default=SyntheticConfig.paradigm, show_default=True,
+              help=PARADIGM_HELP.replace(" [sa].", "; one-head seq2seq tasks only."))
+@click.option("--switch-step", default=None, metavar="N|auto",
+              help="hybrid: first HA step, or auto (each seed when its SA focus stalls) "
+                   "[steps/2].")
 @click.option("--progress/--no-progress", default=True, show_default=True)
 def synthetic(task, seeds, steps, hidden, embed, batch_size, lr, eval_every, n_test, heads,
-              pool, first_seed, vocab, paper_size, out, resume, device, progress):
+              pool, first_seed, vocab, paper_size, out, resume, device, paradigm, switch_step,
+              progress):
     """Snell et al. (2021) synthetic experiments, all seeds trained as one batched model.
 
     \b
@@ -104,7 +112,8 @@ def synthetic(task, seeds, steps, hidden, embed, batch_size, lr, eval_every, n_t
         eval_every = max(1, size["steps"] // 20)
     config = SyntheticConfig(steps=size["steps"], hidden=size["hidden"], embed=size["embed"],
                              batch_size=size["batch_size"], lr=size["lr"], eval_every=eval_every,
-                             n_test=n_test, device=device, vocab=vocab)
+                             n_test=n_test, device=device, vocab=vocab,
+                             **paradigm_kwargs(paradigm, switch_step))
     options = dict(seeds=size["seeds"], first_seed=first_seed, heads=heads, pool=pool,
                    out_dir=out)
     check_synthetic(task, config, **options)
