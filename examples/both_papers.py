@@ -33,7 +33,7 @@
 # HA reads the most-attended position, LV the $\alpha$-weighted mixture, the
 # hybrid infers as SA before its switch and as HA after.
 #
-# **Size (CPU, about 20-25 minutes on one thread of the shared 2-core machine).**
+# **Size (CPU: 17.6 minutes on one thread of the shared 2-core machine).**
 # Permutation copy and its control: 5 seeds per condition, all 10 runs of a
 # paradigm one seed-batched model, LSTM width 32, batch 16, Adam lr 3e-3, 500
 # steps, 100 test sequences per seed; the hybrid switches per seed when its SA
