@@ -5,11 +5,18 @@ import os
 import click
 
 from minimal_attn.cli.options import CONTEXT, ProgressBar, echo_line, on_interrupt, resume_note
-from minimal_attn.cli.seq_options import D, data_and_model_options, infer_task
+from minimal_attn.cli.seq_options import (
+    D,
+    data_and_model_options,
+    infer_task,
+    paradigm_kwargs,
+    paradigm_options,
+)
 
 
 @click.command(context_settings=CONTEXT)
 @data_and_model_options
+@paradigm_options
 @click.option("--proxy-d", type=int, default=D.proxy_d, show_default=True,
               help="Embedding width of the proxy model, Eq. (5) (A.10: 256).")
 @click.option("--proxy-epochs", type=int, default=D.proxy_epochs, show_default=True)
@@ -22,7 +29,8 @@ from minimal_attn.cli.seq_options import D, data_and_model_options, infer_task
 def agreement(task, dataset, data_dir, out, steps, hidden, emb, out_hidden, batch_size, lr,
               lr_schedule, warmup, clip, dropout, max_len,
               eval_every, max_train, max_val, vocab_size, seed, train_eval, bleu, embeddings,
-              device, progress, proxy_d, proxy_epochs, frozen, logistic, kendall):
+              device, progress, paradigm, switch_step, proxy_d, proxy_epochs, frozen, logistic,
+              kendall):
     """Train the models one row of Table 2 needs and write the agreement table.
 
     Trains (or reuses from --out) the standard model, a second seed, the
@@ -49,7 +57,7 @@ def agreement(task, dataset, data_dir, out, steps, hidden, emb, out_hidden, batc
                              seed=seed, proxy_d=proxy_d, proxy_epochs=proxy_epochs,
                              frozen=frozen, logistic=logistic, kendall=kendall,
                              train_eval=train_eval, bleu=bleu, embeddings=embeddings,
-                             device=device)
+                             device=device, **paradigm_kwargs(paradigm, switch_step))
     on_interrupt(lambda: resume_note(out))      # running the same command continues
     with ProgressBar(progress) as bar:
         run_agreement(config, out, progress=bar, log=echo_line)

@@ -73,5 +73,38 @@ def data_and_model_options(f):
     return f
 
 
+PARADIGM_HELP = ("sa (Snell's model), ha, lv or hybrid: V&R's losses and inference rules per "
+                 "output over the source positions (the probe's per-position outputs) "
+                 "[sa].")
+
+
+def paradigm_options(f):
+    """``--paradigm`` and ``--switch-step``; None leaves the library config's default."""
+    f = click.option("--switch-step", default=None, metavar="N|auto",
+                     help="hybrid: first HA step, or auto (when SA's focus stalls) "
+                          "[steps/2].")(f)
+    return click.option("--paradigm", type=click.Choice(["sa", "ha", "lv", "hybrid", "soft",
+                                                         "hard"]),
+                         default=None, help=PARADIGM_HELP)(f)
+
+
+def paradigm_kwargs(paradigm, switch_step):
+    """The given paradigm options as config fields (``soft``/``hard`` -> ``sa``/``ha``)."""
+    out = {}
+    if paradigm is not None:
+        out["paradigm"] = {"soft": "sa", "hard": "ha"}.get(paradigm, paradigm)
+    if switch_step is not None:
+        out["switch_step"] = switch_step if switch_step.strip().lower() == "auto" else \
+            _int_or_text(switch_step)
+    return out
+
+
+def _int_or_text(text):
+    try:
+        return int(text)
+    except ValueError:
+        return text             # the library refuses it by name
+
+
 def infer_task(task, dataset):
     return DATASETS[dataset] if task is None else task

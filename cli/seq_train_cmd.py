@@ -5,11 +5,17 @@ import os
 import click
 
 from minimal_attn.cli.options import CONTEXT, ProgressBar, echo_line, on_interrupt, resume_note
-from minimal_attn.cli.seq_options import data_and_model_options, infer_task
+from minimal_attn.cli.seq_options import (
+    data_and_model_options,
+    infer_task,
+    paradigm_kwargs,
+    paradigm_options,
+)
 
 
 @click.command(context_settings=CONTEXT)
 @data_and_model_options
+@paradigm_options
 @click.option("--attention", type=click.Choice(["learned", "uniform", "frozen"]),
               default="learned", show_default=True,
               help="learned (standard), uniform over real tokens (A.7) or frozen: only the "
@@ -17,7 +23,7 @@ from minimal_attn.cli.seq_options import data_and_model_options, infer_task
 def train_seq(task, dataset, data_dir, out, steps, hidden, emb, out_hidden, batch_size, lr,
               lr_schedule, warmup, clip, dropout, max_len,
               eval_every, max_train, max_val, vocab_size, seed, train_eval, bleu, embeddings,
-              device, progress, attention):
+              device, progress, paradigm, switch_step, attention):
     """Train one translation or classification model with attention.
 
     Evaluates at the paper's steps and writes, in --out: history.json
@@ -39,7 +45,7 @@ def train_seq(task, dataset, data_dir, out, steps, hidden, emb, out_hidden, batc
                              dropout=dropout, max_len=max_len,
                              max_train=max_train, max_val=max_val, vocab_size=vocab_size,
                              seed=seed, train_eval=train_eval, bleu=bleu, embeddings=embeddings,
-                             device=device)
+                             device=device, **paradigm_kwargs(paradigm, switch_step))
     on_interrupt(lambda: resume_note(out))      # running the same command continues
     with ProgressBar(progress) as bar:
         result = train_one(config, attention, out, progress=bar, log=echo_line)

@@ -23,6 +23,7 @@ from minimal_attn.cli.options import (
     progress_option,
     resume_note,
 )
+from minimal_attn.cli.seq_options import PARADIGM_HELP, paradigm_kwargs
 
 CPU, PAPER = SYNTHETIC_SIZES["cpu"], SYNTHETIC_SIZES["paper"]
 
@@ -66,9 +67,16 @@ def _sizes(name):
 @click.option("--resume", is_flag=True, help="Continue from the checkpoints in --out.")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]),
               default=default(SyntheticConfig, "device"), show_default=True)
+@click.option("--paradigm", type=click.Choice(["sa", "ha", "lv", "hybrid", "soft", "hard"]),
+              default=SyntheticConfig.paradigm, show_default=True,
+              help=PARADIGM_HELP.replace(" [sa].", "; one-head seq2seq tasks only."))
+@click.option("--switch-step", default=None, metavar="N|auto",
+              help="hybrid: first HA step, or auto (each seed when its SA focus stalls) "
+                   "[steps/2].")
 @progress_option("A progress bar per phase (head screening, training) on stderr.")
 def synthetic(task, seeds, steps, hidden, embed, batch_size, lr, eval_every, n_test, heads,
-              pool, first_seed, vocab, paper_size, out, resume, device, progress):
+              pool, first_seed, vocab, paper_size, out, resume, device, paradigm, switch_step,
+              progress):
     """Snell et al. (2021) synthetic experiments, all seeds trained as one batched model.
 
     \b
@@ -90,7 +98,7 @@ def synthetic(task, seeds, steps, hidden, embed, batch_size, lr, eval_every, n_t
     config, seeds = sized_config("paper" if paper_size else "cpu", seeds=seeds, steps=steps,
                                  hidden=hidden, embed=embed, batch_size=batch_size, lr=lr,
                                  eval_every=eval_every, n_test=n_test, device=device,
-                                 vocab=vocab)
+                                 vocab=vocab, **paradigm_kwargs(paradigm, switch_step))
     options = dict(seeds=seeds, first_seed=first_seed, heads=heads, pool=pool, out_dir=out)
     check_synthetic(task, config, **options)
     if device == "cpu":

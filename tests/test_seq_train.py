@@ -45,7 +45,9 @@ SCHEDULE = {"lr_schedule": "cosine", "warmup": 3, "clip": 0.5, "dropout": 0.1}
 
 @pytest.mark.parametrize("kind,attention,extra", [
     ("classify", "learned", {}), ("classify", "frozen", {}), ("translate", "learned", {}),
-    ("translate", "learned", SCHEDULE)])
+    ("translate", "learned", SCHEDULE), ("translate", "learned", {"paradigm": "lv"}),
+    ("classify", "learned", {"paradigm": "ha"}),
+    ("translate", "learned", {"paradigm": "hybrid", "switch_step": "auto"})])
 def test_resume_equals_uninterrupted(tmp_path, torch_one_thread, kind, attention, extra):
     task = _task(kind)
     config = SeqTrainConfig(task=kind, attention=attention, steps=8, batch_size=4, hidden=8,

@@ -8,6 +8,10 @@ r"""Everything one row of Table 2 of Snell et al. (2021) needs, run or reused fr
 * ``uniform``: uniform attention (beta^uf at every checkpoint, A.7);
 * ``frozen``: classification only, everything but the attention frozen (A.6);
 
+``paradigm`` (sa, ha, lv, hybrid; :mod:`.attention_losses`) trains the standard
+and second models; the uniform and frozen ones stay SA, so beta^uf is the same
+reference for every paradigm;
+
 fits the proxy of Snell Eqs. (5)-(6) (:mod:`minimal_attn.proxy`) and, for
 classification, the logistic proxy of Snell Eq. (55) on the same token ids, and
 assembles the table with :mod:`minimal_attn.experiments.agreement_table`. Outputs in
@@ -114,7 +118,8 @@ def prepare(c, out_dir, proxy_too=False):
                           lr_schedule=c.lr_schedule, warmup=c.warmup, clip=c.clip,
                           dropout=c.dropout,
                           eval_every=c.eval_every, seed=c.seed, bleu=c.bleu,
-                          train_eval=c.train_eval, device=c.device).resolved()
+                          train_eval=c.train_eval, device=c.device, paradigm=c.paradigm,
+                          switch_step=c.switch_step).resolved()
     if c.embeddings is not None:
         check_embeddings(c.embeddings, base.emb if c.task == "classify" else base.hidden)
     check_output_dir(out_dir)
@@ -167,10 +172,13 @@ def run_agreement(config, out_dir, progress=None, log=None):
 
 def _run_agreement(c, out_dir, progress, log):
     task, base = prepare(c, out_dir, proxy_too=True)
+    # the paradigm trains the models whose alpha is compared; beta^uf and the frozen beta
+    # stay Snell's SA probes of the data, so every paradigm is compared with the same ones
+    snell = replace(base, paradigm="sa", switch_step=None)
     runs = {"standard": base, "second": replace(base, seed=c.seed + 1),
-            "uniform": replace(base, attention="uniform")}
+            "uniform": replace(snell, attention="uniform")}
     if c.task == "classify" and c.frozen:
-        runs["frozen"] = replace(base, attention="frozen")
+        runs["frozen"] = replace(snell, attention="frozen")
     loaded = {}
     for name, rc in runs.items():
         folder = os.path.join(out_dir, "runs", name)

@@ -37,6 +37,14 @@ import math
 
 import torch
 
+from minimal_attn.backends.snell.attention_losses import (
+    chunk_size,
+    infer,
+    over_target_chunks,
+    token_loss,
+)
+from minimal_attn.backends.snell.seq_models import pick, position_logp
+
 HEAD_SEED_OFFSET = 1_000_003     # head generators never collide with model generators
 
 
@@ -140,11 +148,49 @@ def attention(s, W_att, h, uniform=False):
     if uniform:
         alpha = h.new_full((S, B, K, T, L), 1.0 / L)
     else:
-        q = torch.einsum("sbth,skhg->sbktg", s, W_att)                       # s_t^T W^(k)
-        a = torch.einsum("sbktg,sblg->sbktl", q, h)                          # (S, B, K, T, L)
-        alpha = torch.softmax(a, dim=-1)                                     # Snell Eq. (1)
+        alpha = torch.softmax(_scores(s, W_att, h), dim=-1)                  # Snell Eq. (1)
     context = torch.einsum("sbktl,sblh->sbth", alpha, h)                     # sum_k c_t^(k)
     return context, alpha
+
+
+def _scores(s, W_att, h):
+    q = torch.einsum("sbth,skhg->sbktg", s, W_att)                           # s_t^T W^(k)
+    return torch.einsum("sbktg,sblg->sbktl", q, h)                           # (S, B, K, T, L)
+
+
+def log_attention(s, W_att, h, uniform=False):
+    """log alpha (S, B, T, L) of a one-head model, Snell Eq. (1) in log space."""
+    if W_att.shape[1] != 1:
+        raise ValueError("HA and LV need one attention head")
+    if uniform:
+        return h.new_full(s.shape[:3] + (h.shape[2],), -math.log(h.shape[2]))
+    return torch.log_softmax(_scores(s, W_att, h)[:, :, 0], dim=-1)
+
+
+def _states(params, src, tgt_in):
+    """Encoder states h (S, B, L, H) and decoder states s (S, B, T, H)."""
+    h, state = lstm(params, "enc", embed_tokens(params["emb_src"], src))     # (S, B, L, H)
+    s, _ = lstm(params, "dec", embed_tokens(params["emb_tgt"], tgt_in), state)
+    return h, s
+
+
+def map_positions(params, h, s, fn, *per_t):
+    """``fn(logp_pos, *chunks)`` over chunks of target tokens, concatenated along T (axis 2).
+
+    ``logp_pos`` (S, B, T_c, L, V) = log N([h_l, s_t]), Snell Eq. (4), by
+    :func:`.seq_models.position_logp`, the code of the lexical probe.
+    """
+    H = h.shape[-1]
+    W1, W2 = params["N_W1"], params["N_W2"]                                  # (S, 2H, K), (S, K, V)
+    h_in = torch.einsum("sblh,shk->sblk", h, W1[:, :H])                     # c's rows: h_l
+    s_in = torch.einsum("sbth,shk->sbtk", s, W1[:, H:]) + params["N_b1"][:, None]
+
+    def output(z):                                                           # (S, B, T, L, K)
+        return torch.einsum("sbtlk,skv->sbtlv", z, W2) + params["N_b2"][:, None, None]
+    S, B, L = h.shape[:3]
+    chunk = chunk_size(S * B * L * (W2.shape[1] + W2.shape[2]), h.element_size())
+    return over_target_chunks(lambda s_c, *a: fn(position_logp(h_in, s_c, output), *a),
+                              (s_in,) + tuple(per_t), 2, chunk)
 
 
 def seq2seq_logits(params, src, tgt_in, uniform=False):
@@ -153,8 +199,7 @@ def seq2seq_logits(params, src, tgt_in, uniform=False):
     The decoder starts from the encoder's last state (App. A.8) and reads the
     previous target word (teacher forcing, ``tgt_in`` begins with the start id 0).
     """
-    h, state = lstm(params, "enc", embed_tokens(params["emb_src"], src))     # (S, B, L, H)
-    s, _ = lstm(params, "dec", embed_tokens(params["emb_tgt"], tgt_in), state)
+    h, s = _states(params, src, tgt_in)
     context, alpha = attention(s, params["W_att"], h, uniform)
     S, B, T, H = s.shape
     z = torch.cat([context, s], dim=-1).reshape(S, B * T, 2 * H)             # [c_t, s_t]
@@ -163,17 +208,51 @@ def seq2seq_logits(params, src, tgt_in, uniform=False):
     return logits.view(S, B, T, -1), alpha
 
 
-def seq2seq_loss(params, src, tgt, uniform=False):
+def seq2seq_loss(params, src, tgt, uniform=False, paradigm="sa"):
     """Per-seed batch mean of Snell Eq. (3) (sum of token NLLs) and per-seed token accuracy.
 
-    src, tgt (S, B, L) int64. Returns loss (S,) and accuracy (S,).
+    src, tgt (S, B, L) int64. Returns loss (S,) and accuracy (S,). ``paradigm``
+    (``sa``, ``ha``, ``lv``, or one of them per seed in a list) replaces each
+    token's NLL by that loss (:mod:`.attention_losses`) and predicts by its
+    inference rule; ``ha`` and ``lv`` need one head.
     """
     tgt_in = torch.cat([torch.zeros_like(tgt[..., :1]), tgt[..., :-1]], dim=-1)
-    logits, _ = seq2seq_logits(params, src, tgt_in, uniform)
-    logp = torch.log_softmax(logits, dim=-1)                                 # stable at 1e4
-    nll = -logp.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)                    # (S, B, T)
-    acc = (logits.argmax(-1) == tgt).double().mean(dim=(1, 2))
-    return nll.sum(-1).mean(-1), acc
+    per_seed = [paradigm] * src.shape[0] if isinstance(paradigm, str) else list(paradigm)
+    if set(per_seed) == {"sa"}:
+        logits, _ = seq2seq_logits(params, src, tgt_in, uniform)
+        logp = torch.log_softmax(logits, dim=-1)                             # stable at 1e4
+        nll = -logp.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)                # (S, B, T)
+        acc = (logits.argmax(-1) == tgt).double().mean(dim=(1, 2))
+        return nll.sum(-1).mean(-1), acc
+    loss, acc = {}, {}
+    for rule in sorted(set(per_seed)):
+        loss[rule], acc[rule] = _paradigm_loss(params, src, tgt, tgt_in, uniform, rule)
+    pick_seed = lambda d: torch.stack([d[r][i] for i, r in enumerate(per_seed)])  # noqa: E731
+    return pick_seed(loss), pick_seed(acc)
+
+
+def _paradigm_loss(params, src, tgt, tgt_in, uniform, rule):
+    """Loss (S,) and accuracy (S,) of every seed under one paradigm ``rule``."""
+    if rule == "sa":
+        return seq2seq_loss(params, src, tgt, uniform)
+    h, s = _states(params, src, tgt_in)
+    log_alpha = log_attention(s, params["W_att"], h, uniform)                # (S, B, T, L)
+    log_lik = map_positions(params, h, s, pick, tgt)                         # (S, B, T, L)
+    loss = token_loss(rule, log_alpha, log_lik).sum(-1).mean(-1)             # (S,)
+    if torch.is_grad_enabled():     # a training step reads only the loss: skip the inference
+        return loss, torch.full_like(loss, float("nan"), dtype=torch.float64)
+    with torch.no_grad():     # V&R Sec. 2.3 inference: argmax position (HA) or mixture (LV)
+        pred = map_positions(params, h.detach(), s.detach(),
+                             lambda lp, la: infer(rule, la, lp).argmax(-1), log_alpha.detach())
+        acc = (pred == tgt).double().mean(dim=(1, 2))
+    return loss, acc
+
+
+def seq2seq_focus(params, src, tgt, uniform=False):
+    """Per-seed mean over tokens of max_l alpha_{t,l} (S,): 1/L uniform, 1 one-hot."""
+    tgt_in = torch.cat([torch.zeros_like(tgt[..., :1]), tgt[..., :-1]], dim=-1)
+    _, alpha = seq2seq_logits(params, src, tgt_in, uniform)                  # (S, B, K, T, L)
+    return alpha.amax(-1).double().mean(dim=(1, 2, 3))
 
 
 def classifier_position_logits(params, x):

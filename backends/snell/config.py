@@ -41,3 +41,5 @@ class AgreementConfig:
     bleu: bool = True                 # translation: greedy BLEU (Tables 4, 6)
     embeddings: Optional[str] = None  # classification: GloVe-format vectors
     device: Optional[str] = None
+    paradigm: str = "sa"              # sa, ha, lv, hybrid: the standard and second models'
+    switch_step: object = None        # hybrid: first HA step, or "auto" (None: steps // 2)

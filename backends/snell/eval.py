@@ -24,6 +24,8 @@ as high as words that help it).
 import numpy as np
 import torch
 
+from minimal_attn.backends.snell.attention_losses import token_loss
+
 BOS, EOS = 1, 2
 
 
@@ -45,17 +47,30 @@ def translate_batch(task, src, tgt, device):
     return x, lengths, y_in, y, y_len
 
 
-def loss_on_batch(model, task, src, tgt, device):
-    """Training loss: batch mean of the summed NLL of Snell Eq. (3) (BCE: Snell Eq. (8))."""
+def loss_on_batch(model, task, src, tgt, device, paradigm="sa"):
+    """Training loss: batch mean of the summed NLL of Snell Eq. (3) (BCE: Snell Eq. (8)).
+
+    ``paradigm`` ``ha`` or ``lv`` replaces each token's NLL by V&R's HA or LV loss
+    over the source positions (:mod:`.attention_losses`).
+    """
     if task.task == "classify":
         x, lengths = pad_batch(src, task.pad_id, device)
         y = torch.tensor([int(t[0]) for t in tgt], device=device, dtype=torch.float32)
-        out = model(x, lengths)
-        return torch.nn.functional.binary_cross_entropy_with_logits(out["logit"], y)
+        if paradigm == "sa":
+            out = model(x, lengths)
+            return torch.nn.functional.binary_cross_entropy_with_logits(out["logit"], y)
+        out = model(x, lengths)                                           # gamma, log_alpha
+        return token_loss(paradigm, out["log_alpha"],
+                          model.position_log_lik(out, y.long())).mean()
     x, lengths, y_in, y, y_len = translate_batch(task, src, tgt, device)
-    out = model(x, lengths, y_in)
-    nll = -out["logp"].gather(-1, y.clamp(max=task.n_vocab - 1)[..., None]).squeeze(-1)
+    y = y.clamp(max=task.n_vocab - 1)
     valid = torch.arange(y.shape[1], device=device)[None, :] < y_len[:, None]   # (B, T)
+    if paradigm == "sa":
+        out = model(x, lengths, y_in, rule="sa")
+        nll = -out["logp"].gather(-1, y[..., None]).squeeze(-1)
+    else:
+        out = model(x, lengths, y_in, rule="none")
+        nll = token_loss(paradigm, out["log_alpha"], model.position_log_lik(out, y))  # (B, T)
     return (nll * valid).sum() / len(src)
 
 

@@ -13,6 +13,12 @@ r"""LSTM attention models of Snell et al. (2021), Sections 2.1, 2.2, 2.4 and App
   context Snell Eq. (2), :math:`p_t = N([c_t, s_t])` with one ReLU hidden layer,
   probe Snell Eq. (4) :math:`\beta_{t,l} = N([h_l, s_t])_{y_t}`.
 
+``rule`` (an attribute, default ``"sa"``) is the paradigm whose inference rule
+gives the output (V&R Sec. 2.3; :mod:`.attention_losses`): ``sa`` reads the
+context vector, ``ha``/``hybrid`` the most-attended position's distribution and
+``lv`` the alpha-weighted mixture of the per-position distributions, which are
+the lexical probe's (Snell Eqs. (4), (9)): one code path serves both.
+
 ``attention`` is ``"learned"`` (the standard model), ``"uniform"`` (alpha fixed
 to 1/L over the real tokens, Section 3.2 and A.7) or ``"frozen"`` (A.6: every
 parameter frozen at its initial value except the attention layer, Q and v or W).
@@ -23,6 +29,13 @@ softmax, and sequences are packed so that padding never enters an LSTM state.
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from minimal_attn.backends.snell.attention_losses import (
+    chunk_size,
+    infer,
+    log_attention,
+    over_target_chunks,
+)
 
 ATTENTIONS = ("learned", "uniform", "frozen")
 
@@ -36,6 +49,24 @@ def masked_attention(logits, mask, attention):
         m = mask.to(logits.dtype)
         return m / m.sum(-1, keepdim=True)
     return torch.softmax(logits.masked_fill(~mask, float("-inf")), dim=-1)
+
+
+def position_logp(h_in, s_in, output):
+    r"""Snell Eq. (4): :math:`\log N([h_l, s_t])` for every (t, l), shape (..., T, L, V).
+
+    N's hidden layer is linear in :math:`[h_l, s_t]`, so it is split into
+    ``h_in`` (..., L, K), h_l's share, and ``s_in`` (..., T, K), s_t's share plus
+    the bias; ``output`` maps the ReLU hidden layer (..., K) to logits (..., V).
+    The probe beta, HA/LV training and HA/LV inference all read these numbers.
+    """
+    hid = torch.relu(h_in.unsqueeze(-3) + s_in.unsqueeze(-2))           # (..., T, L, K)
+    return torch.log_softmax(output(hid), -1)                           # (..., T, L, V)
+
+
+def pick(logp, y):
+    """``logp[..., t, l, y_t]``: (..., T, L, V) and y (..., T) -> (..., T, L)."""
+    idx = y[..., None, None].expand(y.shape + (logp.shape[-2], 1))
+    return logp.gather(-1, idx).squeeze(-1)
 
 
 def _encode(lstm, emb, lengths):
@@ -55,7 +86,7 @@ class Classifier(nn.Module):
 
     def __init__(self, n_vocab, emb=300, hidden=256, attention="learned"):
         super().__init__()
-        self.attention = attention
+        self.attention, self.rule = attention, "sa"
         self.embed = nn.Embedding(n_vocab + 1, emb, padding_idx=n_vocab)   # last id: padding
         self.lstm = nn.LSTM(emb, hidden, batch_first=True, bidirectional=True)
         self.Q = nn.Linear(2 * hidden, hidden)     # Snell Eq. (7)
@@ -70,21 +101,35 @@ class Classifier(nn.Module):
         return _encode(self.lstm, emb, lengths)[0]
 
     def forward(self, x, lengths, emb=None):
-        """Returns ``logit`` (B,) of p_pos, ``alpha`` (B, L), ``gamma`` (B, L) = W^T h_l + b."""
+        """Returns ``logit`` (B,) of p_pos, ``alpha`` and ``log_alpha`` (B, L), ``gamma`` (B, L)
+        = W^T h_l + b; ``logit`` by the inference rule ``self.rule``."""
         mask = torch.arange(x.shape[1], device=x.device)[None, :] < lengths[:, None]  # (B, L)
         h = self.encode(x, lengths, emb)                                  # (B, L, 2H)
         a = self.v(torch.relu(self.Q(h))).squeeze(-1)                     # (B, L), Snell Eq. (7)
         alpha = masked_attention(a, mask, self.attention)                 # (B, L)
+        log_alpha = log_attention(a, mask, self.attention == "uniform")   # (B, L)
         gamma = self.W(h).squeeze(-1)                                     # (B, L)
-        # Snell Eq. (8): W^T sum_l alpha_l h_l + b = sum_l alpha_l (W^T h_l + b) since sum alpha = 1
-        logit = self.W((alpha.unsqueeze(-1) * h).sum(1)).squeeze(-1)      # (B,)
-        return {"logit": logit, "alpha": alpha, "gamma": gamma, "mask": mask}
+        if self.rule == "sa":
+            # Snell Eq. (8): W^T sum_l alpha_l h_l + b = sum_l alpha_l (W^T h_l + b)
+            logit = self.W((alpha.unsqueeze(-1) * h).sum(1)).squeeze(-1)  # (B,)
+        else:     # per-position p(y | h_l) = sigmoid(+-gamma_l), two classes (neg, pos)
+            logp_pos = torch.stack([nn.functional.logsigmoid(-gamma),
+                                    nn.functional.logsigmoid(gamma)], -1)   # (B, L, 2)
+            logp = infer(self.rule, log_alpha, logp_pos)                    # (B, 2)
+            logit = logp[:, 1] - logp[:, 0]
+        return {"logit": logit, "alpha": alpha, "log_alpha": log_alpha, "gamma": gamma,
+                "mask": mask}
 
     @staticmethod
-    def probe(out, y):
-        """Snell Eq. (9): beta_l = sigmoid((2y - 1) W^T h_l), shape (B, L); y (B,) in {0, 1}."""
+    def position_log_lik(out, y):
+        """Snell Eq. (9) in log space: log beta_l = logsigmoid((2y - 1) gamma_l), (B, L)."""
         sign = (2 * y - 1).to(out["gamma"].dtype)
-        return torch.sigmoid(sign[:, None] * out["gamma"])
+        return nn.functional.logsigmoid(sign[:, None] * out["gamma"])
+
+    @classmethod
+    def probe(cls, out, y):
+        """Snell Eq. (9): beta_l = sigmoid((2y - 1) W^T h_l), shape (B, L); y (B,) in {0, 1}."""
+        return cls.position_log_lik(out, y).exp()
 
 
 class Seq2Seq(nn.Module):
@@ -95,7 +140,7 @@ class Seq2Seq(nn.Module):
         super().__init__()
         if hidden % 2:
             raise ValueError("hidden must be even: the encoder has hidden/2 per direction")
-        self.attention, self.hidden, self.layers = attention, hidden, layers
+        self.attention, self.hidden, self.layers, self.rule = attention, hidden, layers, "sa"
         drop = dropout if layers > 1 else 0.0
         self.embed = nn.Embedding(n_vocab + 1, hidden, padding_idx=n_vocab)   # shared
         self.enc = nn.LSTM(hidden, hidden // 2, layers, batch_first=True, bidirectional=True,
@@ -120,34 +165,60 @@ class Seq2Seq(nn.Module):
         return h, (join(hn), join(cn))
 
     def decode(self, y_in, h, state, mask):
-        """Teacher-forced decoder: s (B, T, H), alpha (B, T, L), state."""
+        """Teacher-forced decoder: s (B, T, H), alpha and log_alpha (B, T, L), state."""
         s, state = self.dec(self.drop(self.embed(y_in)), state)           # (B, T, H)
         a = torch.einsum("btk,blk->btl", s, self.Wa(h))                   # (B, T, L), Snell Eq. (1)
-        alpha = masked_attention(a, mask[:, None, :].expand_as(a), self.attention)
-        return s, alpha, state
+        m = mask[:, None, :].expand_as(a)
+        alpha = masked_attention(a, m, self.attention)
+        return s, alpha, log_attention(a, m, self.attention == "uniform"), state
+
+    def map_positions(self, h, s, fn, *per_t):
+        """``fn(logp_pos, *chunks)`` over chunks of target tokens, concatenated along T.
+
+        ``logp_pos`` (B, T_c, L, V) is :func:`position_logp` of the chunk (Snell
+        Eq. (4)); ``per_t`` are (B, T, ...) tensors cut the same way. Chunks keep
+        the (B, T, L, V) tensor within :data:`.attention_losses.CHUNK_BYTES`.
+        """
+        H = self.hidden
+        Wc, Ws = self.N1.weight[:, :H], self.N1.weight[:, H:]            # split [c, s] -> hidden
+        h_in, s_in = h @ Wc.T, s @ Ws.T + self.N1.bias                    # (B, L, K), (B, T, K)
+        B, L = h.shape[:2]
+        chunk = chunk_size(B * L * (self.N2.out_features + Wc.shape[0]), h.element_size())
+        return over_target_chunks(lambda s_c, *a: fn(position_logp(h_in, s_c, self.N2), *a),
+                                  (s_in,) + tuple(per_t), 1, chunk)
+
+    def position_log_lik(self, out, y):
+        """log p(y_t | s_t, h_l) = log N([h_l, s_t])_{y_t}, (B, T, L): Snell Eq. (4), with the
+        dropout of training on h and s (as SA has it on c and s)."""
+        return self.map_positions(self.drop(out["h"]), self.drop(out["s"]), pick, y)
+
+    def infer_logp(self, h, s, log_alpha, rule):
+        """log p_t (B, T, V) by the HA or LV inference rule (V&R Sec. 2.3)."""
+        return self.map_positions(h, s, lambda lp, la: infer(rule, la, lp), log_alpha)
 
     def output_logp(self, c, s):
         """log N([c, s]) over the vocabulary, Snell Eq. (2): (..., V)."""
         return torch.log_softmax(self.N2(torch.relu(self.N1(torch.cat([c, s], -1)))), -1)
 
-    def forward(self, x, lengths, y_in, emb=None):
-        """Returns ``logp`` (B, T, V), ``alpha`` (B, T, L), ``h`` (B, L, H), ``s`` (B, T, H)."""
+    def forward(self, x, lengths, y_in, emb=None, rule=None):
+        """Returns ``logp`` (B, T, V), ``alpha`` and ``log_alpha`` (B, T, L), ``h`` (B, L, H),
+        ``s`` (B, T, H). ``logp`` follows ``rule`` (default ``self.rule``); ``rule="none"``
+        leaves it out (HA and LV training need only the per-position likelihoods)."""
+        rule = self.rule if rule is None else rule
         mask = torch.arange(x.shape[1], device=x.device)[None, :] < lengths[:, None]  # (B, L)
         h, state = self.encode(x, lengths, emb)
-        s, alpha, _ = self.decode(y_in, h, state, mask)
-        c = torch.einsum("btl,blk->btk", alpha, h)                        # (B, T, H), Snell Eq. (2)
-        return {"logp": self.output_logp(self.drop(c), self.drop(s)), "alpha": alpha,
-                "h": h, "s": s, "mask": mask}
+        s, alpha, log_alpha, _ = self.decode(y_in, h, state, mask)
+        out = {"alpha": alpha, "log_alpha": log_alpha, "h": h, "s": s, "mask": mask}
+        if rule == "sa":
+            c = torch.einsum("btl,blk->btk", alpha, h)                    # (B, T, H), Snell Eq. (2)
+            out["logp"] = self.output_logp(self.drop(c), self.drop(s))
+        elif rule != "none":
+            out["logp"] = self.infer_logp(self.drop(h), self.drop(s), log_alpha, rule)
+        return out
 
     def probe(self, out, y):
         """Snell Eq. (4): beta_{t,l} = N([h_l, s_t])_{y_t}, shape (B, T, L); y (B, T) targets."""
-        H = self.hidden
-        Wc, Ws = self.N1.weight[:, :H], self.N1.weight[:, H:]            # split [c, s] -> hidden
-        hid = torch.relu((out["h"] @ Wc.T)[:, None, :, :]                  # (B, 1, L, K)
-                         + (out["s"] @ Ws.T + self.N1.bias)[:, :, None, :])  # (B, T, L, K)
-        logp = torch.log_softmax(self.N2(hid), -1)                        # (B, T, L, V)
-        idx = y[:, :, None, None].expand(-1, -1, logp.shape[2], 1)
-        return logp.gather(-1, idx).squeeze(-1).exp()                     # (B, T, L)
+        return self.map_positions(out["h"], out["s"], pick, y).exp()
 
     @torch.no_grad()
     def greedy(self, x, lengths, bos, eos, max_len):
@@ -157,9 +228,12 @@ class Seq2Seq(nn.Module):
         tok = torch.full((x.shape[0], 1), bos, dtype=torch.long, device=x.device)
         out, done = [], torch.zeros(x.shape[0], dtype=torch.bool, device=x.device)
         for _ in range(max_len):
-            s, alpha, state = self.decode(tok, h, state, mask)
-            c = torch.einsum("btl,blk->btk", alpha, h)
-            tok = self.output_logp(c, s).argmax(-1)                       # (B, 1)
+            s, alpha, log_alpha, state = self.decode(tok, h, state, mask)
+            if self.rule == "sa":
+                logp = self.output_logp(torch.einsum("btl,blk->btk", alpha, h), s)
+            else:
+                logp = self.infer_logp(h, s, log_alpha, self.rule)
+            tok = logp.argmax(-1)                                         # (B, 1)
             out.append(tok[:, 0])
             done |= tok[:, 0] == eos
             if bool(done.all()):

@@ -158,6 +158,19 @@ def _count_table_figure(task, first_seed, out_dir):
     return name
 
 
+def config_paradigm(config, task):
+    """Refuse a paradigm the task cannot use, or a hybrid switch outside 0..steps."""
+    from minimal_attn.backends.snell.attention_losses import check_switch
+    from minimal_attn.errors import check_paradigm
+
+    paradigm = check_paradigm(config.paradigm)
+    if paradigm != "sa" and task in ("keyword", "multihead"):
+        raise InputError(f"--paradigm {paradigm} needs a one-head seq2seq task (copy, "
+                         "copy-control, copy-mixture, permute); keyword and multihead are SA "
+                         "only", param="paradigm")
+    check_switch(config.switch_step, config.steps, paradigm)
+
+
 def check_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_dir=None):
     """Refuse, before any work, a setting that cannot run, fit in memory or finish."""
     from minimal_attn.backends.torch_backend import get_device  # torch only when called
@@ -173,6 +186,7 @@ def check_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_d
     _check_count("first_seed", first_seed, 0)
     check_positive("lr", config.lr, param="lr")
     get_device(config.device, param="device")
+    config_paradigm(config, task)
     check_steps(config.steps, f"training {task}", param="steps")
     if task == "multihead":
         n_runs, size = max(pool, 3 * seeds), ("seeds", "pool", "hidden", "batch_size")

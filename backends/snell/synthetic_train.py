@@ -47,6 +47,8 @@ class SyntheticConfig:
     device: Optional[str] = "cpu"     # cpu or cuda
     dtype: str = "float32"            # float64 for exactness tests
     vocab: Optional[int] = None       # seq2seq word ids 1..vocab; None: the conditions' largest
+    paradigm: str = "sa"              # sa, ha, lv or hybrid per target token (attention_losses)
+    switch_step: object = None        # hybrid: first HA step, or "auto" per run; None: steps // 2
 
 
 def _size(seeds, **given):
@@ -140,16 +142,40 @@ def init_params(runs, config):
                             device)
 
 
-def _loss(params, batch, keyword, uniform):
+def _loss(params, batch, keyword, uniform, phases="sa"):
     from minimal_attn.backends.snell import batched_lstm as tsm
 
     if keyword:
         return tsm.classifier_loss(params, batch[0], batch[1])
-    return tsm.seq2seq_loss(params, batch[0], batch[1], uniform)
+    return tsm.seq2seq_loss(params, batch[0], batch[1], uniform, phases)
 
 
-def evaluate(params, runs, config, chunk=50):
-    """Each run on its own fixed test sample: {"accuracy": (R,)} (+ gamma_* for keyword)."""
+#: Fields added with the paradigms: left out of a checkpoint's settings at these values, so
+#: an SA run written before them still resumes.
+LATER_DEFAULTS = {"paradigm": "sa", "switch_step": None}
+
+
+def switch_steps(config, n_runs):
+    """Per-run first HA step of a hybrid (None: not yet chosen by ``auto``; SA/HA/LV: None)."""
+    if config.paradigm != "hybrid":
+        return [None] * n_runs
+    if config.switch_step == "auto":
+        return [None] * n_runs
+    return [config.steps // 2 if config.switch_step is None else int(config.switch_step)] * n_runs
+
+
+def phases_at(config, step, switches):
+    """The loss in force for every run at ``step`` (V&R's hybrid: SA, then HA)."""
+    from minimal_attn.losses import phase
+
+    return [phase(config.paradigm, step, config.steps + 1 if s is None else s)
+            for s in switches]
+
+
+def evaluate(params, runs, config, chunk=50, phases="sa"):
+    """Each run on its own fixed test sample: {"accuracy": (R,)} (+ gamma_* for keyword;
+    + ``focus``, the mean max_l alpha, when the paradigm is not SA); ``phases``: each run's
+    inference rule."""
     import torch
 
     from minimal_attn.backends.snell import batched_lstm as tsm
@@ -161,7 +187,9 @@ def evaluate(params, runs, config, chunk=50):
         for lo in range(0, config.n_test, chunk):
             part = [t[:, lo:lo + chunk] for t in test]
             w = part[0].shape[1] / config.n_test
-            out = {"accuracy": _loss(params, part, keyword, config.uniform)[1]}
+            out = {"accuracy": _loss(params, part, keyword, config.uniform, phases)[1]}
+            if config.paradigm != "sa" and not keyword:
+                out["focus"] = tsm.seq2seq_focus(params, *part, config.uniform)
             if keyword:    # gamma averages over positives; chunks weigh equally (balanced)
                 out.update({f"gamma_{k}": v for k, v in tsm.keyword_gammas(params, *part).items()})
             for k, v in out.items():
@@ -171,7 +199,10 @@ def evaluate(params, runs, config, chunk=50):
 
 def _comparable(runs, config):
     """What a checkpoint must share with the run resuming it (``steps`` may grow)."""
-    cfg = {k: v for k, v in asdict(config).items() if k not in ("device", "steps")}
+    cfg = {k: v for k, v in asdict(config).items() if k not in ("device", "steps")
+           and not (k in LATER_DEFAULTS and v == LATER_DEFAULTS[k])}
+    if config.paradigm == "hybrid":       # its switch (steps // 2, auto's latest) needs them
+        cfg["steps"] = config.steps
     return {**cfg, "runs": [asdict(r) for r in runs]}
 
 
@@ -242,11 +273,19 @@ def train_runs(runs, config, checkpoint=None, callback=None, resume=True, log=No
         optimizer.load_state_dict(state["optimizer"])
         curves, start = state["curves"], state["step"]
     resumed_from = start
+    if config.paradigm != "sa":
+        if keyword or len(runs[0].head_seeds) != 1:
+            raise InputError("--paradigm ha, lv and hybrid need a one-head seq2seq task "
+                             "(copy, copy-control, copy-mixture, permute); use sa",
+                             param="paradigm")
+        curves.setdefault("switch_step", switch_steps(config, len(runs)))
+    switches = curves.get("switch_step", [None] * len(runs))
     if start == 0 and not curves["step"]:
-        _record(curves, 0, evaluate(params, runs, config))
+        _record(curves, 0, evaluate(params, runs, config, phases=phases_at(config, 0, switches)))
     for step in range(start, config.steps):
         batch = _stack_batches(runs, step, config.batch_size, device)
-        loss, _ = _loss(params, batch, keyword, config.uniform)
+        loss, _ = _loss(params, batch, keyword, config.uniform,
+                        phases_at(config, step, switches))
         optimizer.zero_grad(set_to_none=True)
         loss.sum().backward()                       # each run gets its own gradient
         done = step + 1
@@ -256,7 +295,10 @@ def train_runs(runs, config, checkpoint=None, callback=None, resume=True, log=No
             if not np.isfinite(value):
                 raise InputError(f"training diverged at step {done} (loss {value}); lower --lr",
                                  param="lr")
-            _record(curves, done, evaluate(params, runs, config))
+            _record(curves, done, evaluate(params, runs, config,
+                                           phases=phases_at(config, done, switches)))
+            if config.paradigm == "hybrid" and config.switch_step == "auto":
+                _auto_switch(curves, switches, done, config)
             if checkpoint is not None:
                 _save(checkpoint, settings, {
                     "step": done, "params": {k: v.detach().cpu() for k, v in params.items()},
@@ -267,6 +309,17 @@ def train_runs(runs, config, checkpoint=None, callback=None, resume=True, log=No
             callback(done, config.steps, None)
     return dict(curves, resumed_from=resumed_from,
                 params={k: v.detach() for k, v in params.items()})
+
+
+def _auto_switch(curves, switches, done, config):
+    """Switch each run still in SA whose focus has risen and stalled (m = L), or at the
+    latest step (:func:`.attention_losses.switch_now`)."""
+    from minimal_attn.backends.snell.attention_losses import switch_now
+
+    for r, s in enumerate(switches):
+        if s is None and switch_now([f[r] for f in curves["focus"]], LENGTH, done,
+                                    config.steps):
+            switches[r] = done
 
 
 def per_run_curves(curves, runs):
@@ -281,7 +334,9 @@ def per_run_curves(curves, runs):
                                        if a > CONVERGED), None),
                "failed": acc[-1] < FAILED}
         for key in curves:
-            if key.startswith("gamma_"):
+            if key.startswith("gamma_") or key == "focus":
                 obj[key] = [float(g[r]) for g in curves[key]]
+        if "switch_step" in curves:
+            obj["switch_step"] = curves["switch_step"][r]
         out.append(obj)
     return out

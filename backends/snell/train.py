@@ -28,11 +28,12 @@ from typing import Optional
 import numpy as np
 import torch
 
+from minimal_attn.backends.snell.attention_losses import check_switch, phase, switch_now
 from minimal_attn.backends.snell.eval import evaluate, loss_on_batch
 from minimal_attn.backends.snell.inputs import check_int, check_run, load_embeddings
 from minimal_attn.backends.snell.seq_models import ATTENTIONS, Classifier, Seq2Seq
 from minimal_attn.backends.torch_backend import get_device, optimizer_step, read_torch
-from minimal_attn.errors import InputError, check_positive
+from minimal_attn.errors import InputError, check_paradigm, check_positive
 from minimal_attn.experiments.checkpoints import (
     checkpoint_header,
     data_fingerprint,
@@ -52,7 +53,8 @@ FORMAT, KIND = 2, "seq"
 LR_SCHEDULES = ("constant", "cosine")
 #: Options added after the first FORMAT 2 checkpoints existed: left out of the compared
 #: settings at these values, so a run written before them still continues.
-LATER_DEFAULTS = {"lr_schedule": "constant", "warmup": 0, "clip": None}
+LATER_DEFAULTS = {"lr_schedule": "constant", "warmup": 0, "clip": None, "paradigm": "sa",
+                  "switch_step": None}
 
 
 @dataclass
@@ -76,6 +78,8 @@ class SeqTrainConfig:
     bleu: bool = True                 # translate: greedy-decoding BLEU at every evaluation
     train_eval: int = 0               # also evaluate on this many training examples (Table 7)
     device: Optional[str] = None      # None: cuda if available, else cpu
+    paradigm: str = "sa"              # sa, ha, lv or hybrid (V&R Sec. 2.3, per target token)
+    switch_step: object = None        # hybrid: first HA step, or "auto"; None: steps // 2
 
     def resolved(self):
         """A copy with the paper's values filled in (and the inputs checked)."""
@@ -104,6 +108,8 @@ class SeqTrainConfig:
         if c.task == "translate" and c.hidden % 2:
             raise InputError(f"hidden must be even for translation, got {c.hidden}",
                              param="hidden")
+        c.paradigm = check_paradigm(c.paradigm)
+        c.switch_step = check_switch(c.switch_step, c.steps, c.paradigm)
         for name in ("lr",) + (("clip",) if c.clip is not None else ()):
             try:
                 check_positive(name, getattr(c, name))
@@ -128,6 +134,11 @@ class SeqTrainConfig:
         steps = {s for s in p["first_evals"] if s <= self.steps}
         steps |= set(range(0, self.steps + 1, self.eval_every)) | {self.steps}
         return sorted(steps)
+
+
+def focus(alpha_rows):
+    """Mean over tokens of max_l alpha_{t,l}: how concentrated the attention is (1/L: uniform)."""
+    return float(np.mean(np.concatenate([a.max(-1) for a in alpha_rows])))
 
 
 def build_model(task, c):
@@ -182,7 +193,8 @@ def load_rows(path):
     return out
 
 
-def _evaluate_all(model, task, c, step, device):
+def _evaluate_all(model, task, c, step, device, rule="sa"):
+    model.rule = "ha" if rule == "hybrid" else rule
     last = step == c.steps
     beta_every = c.attention in ("uniform", "frozen")
     arrays, record = {}, {"step": step}
@@ -194,6 +206,8 @@ def _evaluate_all(model, task, c, step, device):
                      want_delta=last and c.attention == "learned",
                      bleu=c.bleu and task.task == "translate")
         record[f"{name}_perf"], record[f"{name}_bleu"] = r["perf"], r["bleu"]
+        if c.paradigm != "sa":
+            record[f"{name}_focus"] = focus(r["alpha"])
         arrays.update({f"{name}_{k}": r[k] for k in ("alpha", "beta", "delta") if k in r})
     return record, arrays
 
@@ -247,11 +261,21 @@ def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, l
         _write_changed(os.path.join(out_dir, "history.json"), history)  # the checkpoint's
     _write_changed(os.path.join(out_dir, "config.json"), {**asdict(c), "data": task.info})
     evals, done = c.eval_steps(), {h["step"] for h in history}
+    switch = c.switch_step
+    if switch == "auto":        # chosen while training, recorded in the history
+        switch = next((h["switch_step"] for h in history if "switch_step" in h), None)
+
+    def rule_at(k):         # the loss (and inference rule) in force at step k
+        return phase(c.paradigm, k, c.steps + 1 if switch in (None, "auto") else switch)
     tick = counter(progress, label, c.steps, done=step)
     model.train()
     while True:
         if step in evals and step not in done:
-            record, arrays = _evaluate_all(model, task, c, step, device)
+            record, arrays = _evaluate_all(model, task, c, step, device, rule_at(step))
+            if c.switch_step == "auto" and switch in (None, "auto"):
+                switch = _auto_switch(c, task, history + [record], step)
+                if switch is not None:
+                    record["switch_step"] = switch
             save_rows(os.path.join(out_dir, f"eval_{step:06d}.npz"), arrays)
             history.append(record)
             write_json(os.path.join(out_dir, "history.json"), history)
@@ -264,9 +288,10 @@ def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, l
             tick(0, f"step {step} perf {record['val_perf']:.3f}")
         if step >= c.steps:
             break
+        rule = model.rule = rule_at(step)
         idx = batch_indices(step, c.batch_size, len(task.train_src), c.seed)
         loss = loss_on_batch(model, task, [task.train_src[i] for i in idx],
-                             [task.train_tgt[i] for i in idx], device)
+                             [task.train_tgt[i] for i in idx], device, rule)
         if not torch.isfinite(loss):
             raise InputError(f"training diverged at step {step} (loss {loss.item()}); "
                              "lower --lr", param="lr")
@@ -280,6 +305,12 @@ def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, l
         step += 1
         tick()
     return {"config": asdict(c), "history": history, "out_dir": out_dir}
+
+
+def _auto_switch(c, task, history, step):
+    """``step`` when the hybrid switches there (mean source length as m), else None."""
+    m = float(np.mean([len(x) for x in task.val_src]))
+    return step if switch_now([h["val_focus"] for h in history], m, step, c.steps) else None
 
 
 def _history_problem(history):

@@ -16,8 +16,9 @@ output word (translation) or sentence (classification) of a split:
   starred entries) and ``*_reached`` is False.
 * ``xi_star``: the second run's performance at the end of training.
 
-Extras where given: ``A_beta_uf_beta_log`` (Table 11) and ``A_alpha_alpha_fr``
-(Table 10, maximum over the frozen model's checkpoints). ``metric="tau"``
+Extra: ``A_alpha_beta_px``, A(alpha, beta^px) (how a paradigm's attention
+agrees with the proxy). Extras where given: ``A_beta_uf_beta_log`` (Table 11) and
+``A_alpha_alpha_fr`` (Table 10, maximum over the frozen model's checkpoints). ``metric="tau"``
 gives Table 3 (Kendall's tau-b instead of A).
 
 A run is ``(history, evals)``: ``history`` a list of per-evaluation records
@@ -86,6 +87,7 @@ def agreement_row(standard, second, uniform, beta_px, frozen=None, beta_log=None
            "A_beta_uf_beta_px": mean_metric(beta_uf, beta_px, metric, percent),
            "A_delta_beta_uf": mean_metric(final[f"{split}_delta"], beta_uf, metric, percent),
            "A_alpha_beta": mean_metric(alpha, beta, metric, percent),
+           "A_alpha_beta_px": mean_metric(alpha, beta_px, metric, percent),
            "A_hat": (agreement.average_agreement(beta, beta, percent, kendall=False)["baseline"]
                      if metric == "A" else 0.0)}
     run_a = _curve(second, split, "alpha", alpha, metric, percent)
