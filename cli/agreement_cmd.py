@@ -7,9 +7,8 @@ import click
 from minimal_attn.cli.options import CONTEXT, ProgressBar, echo_line, on_interrupt, resume_note
 from minimal_attn.cli.seq_options import (
     D,
+    agreement_config,
     data_and_model_options,
-    infer_task,
-    paradigm_kwargs,
     paradigm_options,
 )
 
@@ -26,11 +25,7 @@ from minimal_attn.cli.seq_options import (
               help="classify: also the logistic proxy beta^log of A.10 (Table 11).")
 @click.option("--kendall/--no-kendall", default=D.kendall, show_default=True,
               help="Also the table with Kendall's tau instead of A (Table 3).")
-def agreement(task, dataset, data_dir, out, steps, hidden, emb, out_hidden, batch_size, lr,
-              lr_schedule, warmup, clip, dropout, max_len,
-              eval_every, max_train, max_val, vocab_size, seed, train_eval, bleu, embeddings,
-              device, progress, paradigm, switch_step, proxy_d, proxy_epochs, frozen, logistic,
-              kendall):
+def agreement(out, progress, paradigm, switch_step, **options):
     """Train the models one row of Table 2 needs and write the agreement table.
 
     Trains (or reuses from --out) the standard model, a second seed, the
@@ -46,18 +41,9 @@ def agreement(task, dataset, data_dir, out, steps, hidden, emb, out_hidden, batc
       attn-dyn agreement --dataset multi30k --data-dir DIR --out runs/m30k \\
           --steps 2000 --hidden 128 --max-train 5000 --device cuda
     """
-    from minimal_attn.backends.snell.agreement import AgreementConfig, run_agreement
+    from minimal_attn.backends.snell.agreement import run_agreement
 
-    config = AgreementConfig(task=infer_task(task, dataset), dataset=dataset, data_dir=data_dir,
-                             steps=steps, hidden=hidden, emb=emb, out_hidden=out_hidden,
-                             batch_size=batch_size, lr=lr, eval_every=eval_every,
-                             lr_schedule=lr_schedule, warmup=warmup, clip=clip,
-                             dropout=dropout, max_len=max_len,
-                             max_train=max_train, max_val=max_val, vocab_size=vocab_size,
-                             seed=seed, proxy_d=proxy_d, proxy_epochs=proxy_epochs,
-                             frozen=frozen, logistic=logistic, kendall=kendall,
-                             train_eval=train_eval, bleu=bleu, embeddings=embeddings,
-                             device=device, **paradigm_kwargs(paradigm, switch_step))
+    config = agreement_config(options, paradigm, switch_step)
     on_interrupt(lambda: resume_note(out))      # running the same command continues
     with ProgressBar(progress) as bar:
         run_agreement(config, out, progress=bar, log=echo_line)

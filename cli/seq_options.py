@@ -108,3 +108,11 @@ def _int_or_text(text):
 
 def infer_task(task, dataset):
     return DATASETS[dataset] if task is None else task
+
+
+def agreement_config(options, paradigm=None, switch_step=None):
+    """The :class:`AgreementConfig` of the shared options (``data_and_model_options``, and
+    the agreement's own) and the paradigm options; the task inferred from the data set."""
+    options = dict(options)
+    options["task"] = infer_task(options.get("task"), options["dataset"])
+    return AgreementConfig(**options, **paradigm_kwargs(paradigm, switch_step))

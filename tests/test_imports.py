@@ -176,7 +176,6 @@ def test_importing_every_command_loads_no_torch():
 #: Click options whose default is still written in cli/: (file, option) -> why.
 LITERAL_DEFAULTS = {
     ("options.py", "--progress/--no-progress"): "a display switch of the CLI, no library setting",
-    ("seq_train_cmd.py", "--attention"): "SeqTrainConfig sits in a torch module (snell/train.py)",
 }
 
 

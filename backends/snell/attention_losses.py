@@ -30,6 +30,7 @@ import math
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from minimal_attn.backends.snell.config import check_switch  # noqa: F401 (re-exported)
 from minimal_attn.errors import InputError, check_paradigm
 from minimal_attn.losses import phase  # noqa: F401 (the hybrid's schedule, re-exported)
 
@@ -145,24 +146,6 @@ def over_target_chunks(fn, per_t, t_axis, chunk):
 
 
 # --------------------------------------------------------------- the hybrid's switch
-def check_switch(switch_step, steps, paradigm):
-    """The hybrid's switch: ``"auto"``, or a step in 0..steps (None: steps // 2); else None."""
-    if paradigm != "hybrid":
-        return None
-    if switch_step is None:
-        return steps // 2
-    if str(switch_step).strip().lower() == "auto":
-        return "auto"
-    try:
-        value = int(switch_step)
-    except (TypeError, ValueError):
-        value = -1
-    if not 0 <= value <= steps:
-        raise InputError(f"switch_step must be auto or a step in 0..{steps}, got "
-                         f"{switch_step!r}", param="switch_step")
-    return value
-
-
 def switch_now(focus, m, step, steps):
     r"""``auto``: switch at ``step`` once SA's focus has risen and stalled, or at the latest.
 

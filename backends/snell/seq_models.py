@@ -37,8 +37,6 @@ from minimal_attn.backends.snell.attention_losses import (
     over_target_chunks,
 )
 
-ATTENTIONS = ("learned", "uniform", "frozen")
-
 
 def masked_attention(logits, mask, attention):
     """Snell Eq. (1)/(7): softmax over the real positions (uniform if ``attention == "uniform"``).

@@ -20,20 +20,24 @@ permutations drawn from ``seed``, so the data order needs no saved state.
 
 import functools
 import json
-import math
 import os
-from dataclasses import asdict, dataclass
-from typing import Optional
+from dataclasses import asdict
 
 import numpy as np
 import torch
 
-from minimal_attn.backends.snell.attention_losses import check_switch, phase, switch_now
+from minimal_attn.backends.snell.attention_losses import phase, switch_now
+from minimal_attn.backends.snell.config import (  # noqa: F401 (re-exported)
+    LATER_DEFAULTS,
+    LR_SCHEDULES,
+    PAPER,
+    SeqTrainConfig,
+)
 from minimal_attn.backends.snell.eval import evaluate, loss_on_batch
-from minimal_attn.backends.snell.inputs import check_int, check_run, load_embeddings
-from minimal_attn.backends.snell.seq_models import ATTENTIONS, Classifier, Seq2Seq
+from minimal_attn.backends.snell.inputs import check_run, load_embeddings
+from minimal_attn.backends.snell.seq_models import Classifier, Seq2Seq
 from minimal_attn.backends.torch_backend import get_device, optimizer_step, read_torch
-from minimal_attn.errors import InputError, check_paradigm, check_positive
+from minimal_attn.errors import InputError
 from minimal_attn.experiments.checkpoints import (
     checkpoint_header,
     data_fingerprint,
@@ -45,95 +49,8 @@ from minimal_attn.experiments.checkpoints import (
 from minimal_attn.experiments.io import atomic_open, ensure_dir, write_json
 from minimal_attn.experiments.progress import counter
 
-PAPER = {"classify": {"steps": 4000, "batch_size": 32, "emb": 300,
-                      "first_evals": (0, 10, 50, 100, 150, 200, 250), "every": 250},
-         "translate": {"steps": 20000, "batch_size": 16, "emb": None,
-                       "first_evals": (0, 50, 100, 500, 1000, 1500), "every": 2000}}
+#: train-seq's checkpoint identity (experiments/checkpoints.checkpoint_header)
 FORMAT, KIND = 2, "seq"
-LR_SCHEDULES = ("constant", "cosine")
-#: Options added after the first FORMAT 2 checkpoints existed: left out of the compared
-#: settings at these values, so a run written before them still continues.
-LATER_DEFAULTS = {"lr_schedule": "constant", "warmup": 0, "clip": None, "paradigm": "sa",
-                  "switch_step": None}
-
-
-@dataclass
-class SeqTrainConfig:
-    """One run of one model; ``None`` fields take the paper's value for the task."""
-
-    task: str = "classify"            # classify (Sec. 2.4) or translate (Sec. 2.1)
-    attention: str = "learned"        # learned, uniform (A.7) or frozen (A.6)
-    steps: Optional[int] = None       # Adam updates; paper: 4000 (classify), 20000 here (translate)
-    batch_size: Optional[int] = None  # paper: 32 (classify), 16 (translate)
-    lr: float = 1e-3                  # Adam step size (PyTorch default; the paper gives none)
-    lr_schedule: str = "constant"     # constant, or cosine: decay from lr to lr/100 at the end
-    warmup: int = 0                   # steps of linear warm-up from lr/warmup to lr
-    clip: Optional[float] = None      # clip the gradient norm to this (None: no clipping)
-    hidden: int = 256                 # LSTM width (A.8: 256)
-    emb: Optional[int] = None         # classify: embedding width (300); translate: = hidden
-    out_hidden: int = 256             # translate: hidden layer of N (A.8: 256)
-    dropout: float = 0.5              # translate: LSTM dropout (A.8: 0.5)
-    eval_every: Optional[int] = None  # evaluate every this many steps after the first ones
-    seed: int = 0                     # initialisation, data order, dropout
-    bleu: bool = True                 # translate: greedy-decoding BLEU at every evaluation
-    train_eval: int = 0               # also evaluate on this many training examples (Table 7)
-    device: Optional[str] = None      # None: cuda if available, else cpu
-    paradigm: str = "sa"              # sa, ha, lv or hybrid (V&R Sec. 2.3, per target token)
-    switch_step: object = None        # hybrid: first HA step, or "auto"; None: steps // 2
-
-    def resolved(self):
-        """A copy with the paper's values filled in (and the inputs checked)."""
-        if self.task not in PAPER:
-            raise InputError(f"task must be classify or translate, got {self.task!r}",
-                             param="task")
-        if self.attention not in ATTENTIONS:
-            raise InputError(f"attention must be one of {', '.join(ATTENTIONS)}, got "
-                             f"{self.attention!r}", param="attention")
-        p = PAPER[self.task]
-        c = SeqTrainConfig(**asdict(self))
-        c.steps = p["steps"] if c.steps is None else c.steps
-        c.batch_size = p["batch_size"] if c.batch_size is None else c.batch_size
-        c.emb = (p["emb"] or c.hidden) if c.emb is None else c.emb
-        c.eval_every = p["every"] if c.eval_every is None else c.eval_every
-        for name in ("steps", "batch_size", "hidden", "emb", "out_hidden", "eval_every"):
-            check_int(name, getattr(c, name), 1)
-        check_int("train_eval", c.train_eval, 0)
-        check_int("seed", c.seed, 0)
-        check_int("warmup", c.warmup, 0)
-        if c.lr_schedule not in LR_SCHEDULES:
-            raise InputError(f"lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got "
-                             f"{c.lr_schedule!r}", param="lr_schedule")
-        if not 0.0 <= c.dropout < 1.0:
-            raise InputError(f"dropout must be in [0, 1), got {c.dropout}", param="dropout")
-        if c.task == "translate" and c.hidden % 2:
-            raise InputError(f"hidden must be even for translation, got {c.hidden}",
-                             param="hidden")
-        c.paradigm = check_paradigm(c.paradigm)
-        c.switch_step = check_switch(c.switch_step, c.steps, c.paradigm)
-        for name in ("lr",) + (("clip",) if c.clip is not None else ()):
-            try:
-                check_positive(name, getattr(c, name))
-            except InputError as exc:
-                raise InputError(str(exc), param=name) from None
-        return c
-
-    def lr_at(self, step):
-        """Adam's step size for update ``step`` (0-based): warm-up, then constant or cosine.
-
-        A function of the step alone, so a resumed run needs no scheduler state.
-        """
-        if step < self.warmup:
-            return self.lr * (step + 1) / self.warmup
-        if self.lr_schedule == "constant":
-            return self.lr
-        frac = (step - self.warmup) / max(self.steps - self.warmup, 1)     # 0 .. 1
-        return self.lr * (0.01 + 0.99 * 0.5 * (1.0 + math.cos(math.pi * frac)))
-
-    def eval_steps(self):
-        p = PAPER[self.task]
-        steps = {s for s in p["first_evals"] if s <= self.steps}
-        steps |= set(range(0, self.steps + 1, self.eval_every)) | {self.steps}
-        return sorted(steps)
 
 
 def focus(alpha_rows):
