@@ -7,13 +7,14 @@ only when the command runs.
 
 import click
 
-# the configs live in the library; these modules import torch only inside functions
-from minimal_attn.backends.snell.synthetic_experiments import TASKS, run_synthetic
-from minimal_attn.backends.snell.synthetic_train import (
+from minimal_attn.backends.snell.config import (
     SYNTHETIC_SIZES,
     SyntheticConfig,
     sized_config,
 )
+
+# the configs live in the library; these modules import torch only inside functions
+from minimal_attn.backends.snell.synthetic_experiments import TASKS, run_synthetic
 from minimal_attn.cli.options import (
     CONTEXT,
     ProgressBar,

@@ -202,7 +202,7 @@ def test_chunks_over_t_change_nothing(monkeypatch):
         out = model(x, lengths, y_in, rule="none")
         loss = al.token_loss("lv", out["log_alpha"], model.position_log_lik(out, y)).sum()
         loss.backward()
-        grads.append((float(loss), [p.grad.clone() for p in model.parameters()
+        grads.append((float(loss.detach()), [p.grad.clone() for p in model.parameters()
                                     if p.grad is not None]))
         lv_out = model(x, lengths, y_in, rule="lv")["logp"].detach()
         grads[-1] += (lv_out,)
@@ -224,7 +224,7 @@ def test_probe_is_the_per_position_distribution():
             for j in range(L):
                 z = torch.cat([h[b, j], s[b, t]])
                 p = torch.softmax(model.N2(torch.relu(model.N1(z))), -1)[y[b, t]]
-                assert float(beta[b, t, j]) == pytest.approx(float(p), rel=1e-12)
+                assert float(beta[b, t, j].detach()) == pytest.approx(float(p.detach()), rel=1e-12)
     assert torch.allclose(model.position_log_lik(out, y).exp(), beta, rtol=1e-13)
 
 

@@ -2,7 +2,8 @@ r"""The settings of one Snell Table 2 row (``attn-dyn agreement``, ``attn-dyn tr
 
 Kept apart from the torch modules so that the command line reads its defaults
 from here without importing torch: :class:`SeqTrainConfig` (one model, ``attn-dyn
-train-seq``) and :class:`AgreementConfig` (a Table 2 row, ``attn-dyn agreement``).
+train-seq``), :class:`AgreementConfig` (a Table 2 row, ``attn-dyn agreement``) and
+:class:`SyntheticConfig` with its presets (``attn-dyn synthetic``, Secs. 3.3, 5.2, 6).
 ``None`` fields take the paper's values (:data:`PAPER`, Appendix A.8).
 """
 
@@ -159,3 +160,50 @@ def check_switch(switch_step, steps, paradigm):
         raise InputError(f"switch_step must be auto or a step in 0..{steps}, got "
                          f"{switch_step!r}", param="switch_step")
     return value
+
+
+@dataclass
+class SyntheticConfig:
+    """Optimisation settings shared by every run of a task; the defaults are the CPU size."""
+
+    steps: int = 1000                 # Adam steps
+    hidden: int = 32                  # LSTM state size H (paper, App. A.8: 256)
+    embed: Optional[int] = None       # embedding size E; None: = hidden
+    batch_size: int = 32              # sequences per step and run
+    lr: float = 3e-3                  # Adam learning rate (our choice at H = 32; paper: none)
+    eval_every: int = 50              # steps between test evaluations (and checkpoints)
+    n_test: int = 200                 # fixed test sequences per run
+    uniform: bool = False             # freeze attention to 1/L (beta^uf models)
+    device: Optional[str] = "cpu"     # cpu or cuda
+    dtype: str = "float32"            # float64 for exactness tests
+    vocab: Optional[int] = None       # seq2seq word ids 1..vocab; None: the conditions' largest
+    paradigm: str = "sa"              # sa, ha, lv or hybrid per target token (attention_losses)
+    switch_step: object = None        # hybrid: first HA step, or "auto" per run; None: steps // 2
+
+
+def _size(seeds, **given):
+    d = SyntheticConfig()
+    return {"seeds": seeds, "steps": d.steps, "hidden": d.hidden, "embed": d.embed,
+            "batch_size": d.batch_size, "lr": d.lr, **given}
+
+
+#: Presets of ``attn-dyn synthetic`` and of the synthetic cells: the CPU size
+#: (the dataclass defaults, minutes on one core) and the paper's (Snell App. A.8:
+#: LSTM width 256; the steps and lr are ours, the paper gives none).
+SYNTHETIC_SIZES = {"cpu": _size(4), "paper": _size(20, steps=3000, hidden=256, embed=256,
+                                                    lr=1e-3)}
+
+
+def sized_config(size="cpu", seeds=None, **settings):
+    """``(SyntheticConfig, seeds)`` of preset ``size``, the settings given (not None) winning.
+
+    ``eval_every`` not given: a twentieth of the steps (at least 1).
+    """
+    if size not in SYNTHETIC_SIZES:
+        raise InputError(f"unknown size {size!r}: use {' or '.join(SYNTHETIC_SIZES)}",
+                         param="size")
+    chosen = dict(SYNTHETIC_SIZES[size])
+    chosen.update({k: v for k, v in dict(settings, seeds=seeds).items() if v is not None})
+    seeds = chosen.pop("seeds")
+    chosen.setdefault("eval_every", max(1, chosen["steps"] // 20))
+    return SyntheticConfig(**chosen), seeds
