@@ -94,6 +94,20 @@ def test_cells_plot_draws_the_histories_and_names_a_missing_one(tmp_path, torch_
     assert bad.exit_code == 2 and "not JSON lines" in bad.output
 
 
+def test_a_paradigm_cell_of_the_synthetic_tasks_records_its_paradigm(tmp_path,
+                                                                     torch_one_thread):
+    """The permutation cells per paradigm (both papers in one frame) run through the
+    same runner: the record names the paradigm, and its conditions are both tasks'."""
+    names = [n for n in cells.all_cells() if n.startswith("permute-copy-")]
+    assert names == ["permute-copy-ha", "permute-copy-lv", "permute-copy-hybrid"]
+    record = cells.run_cell("tiny-synthetic-copy-lv", None, str(tmp_path / "r"),
+                            str(tmp_path / "w"), device="cpu")
+    assert record["settings"]["paradigm"] == "lv"
+    assert set(record["result"]["conditions"]) == {"permutation", "control"}
+    for c in record["result"]["conditions"].values():
+        assert c["seeds"] == 2 and 0 <= c["converged_fraction"] <= 1
+
+
 def test_a_malformed_record_is_named_in_one_line(tmp_path):
     folder = tmp_path / "cells"
     folder.mkdir()

@@ -26,10 +26,11 @@ def fcam_config(cell, data_dir, device, time_limit=None):
 
 
 def synthetic_size(s):
-    from minimal_attn.backends.snell.synthetic_train import SYNTHETIC_SIZES
+    from minimal_attn.backends.snell.config import SYNTHETIC_SIZES
 
+    tiny = {"steps": 20, "hidden": 8, "n_test": 20, "eval_every": 10}
     return dict(SYNTHETIC_SIZES["cpu" if s["size"] == "tiny" else s["size"]],
-                **({"steps": 20, "hidden": 8} if s["size"] == "tiny" else {}))
+                **(tiny if s["size"] == "tiny" else {}))
 
 
 def _run_fcam(cell, data_dir, work, device, log, time_limit=None):
@@ -104,16 +105,20 @@ def _run_synthetic(cell, data_dir, work, device, log, time_limit=None):
     size = synthetic_size(s)
     config = SyntheticConfig(steps=size["steps"], hidden=size["hidden"], embed=size["embed"],
                              batch_size=size["batch_size"], lr=size["lr"],
-                             eval_every=max(1, size["steps"] // 20),
-                             device="cpu" if device in ("auto", "cpu") else device)
+                             eval_every=size.get("eval_every", max(1, size["steps"] // 20)),
+                             n_test=size.get("n_test", 200),
+                             device="cpu" if device in ("auto", "cpu") else device,
+                             paradigm=s.get("paradigm", "sa"),
+                             switch_step=s.get("switch_step"))
     out = run_synthetic(s["task"], config, seeds=s["seeds"], heads=s.get("heads", 8),
                         pool=s.get("pool", 24), out_dir=work, resume=True)
     conditions = {name: {"seeds": len(c["seeds"]),
                          "converged_fraction": c["converged_fraction"],
                          "failed_fraction": c["failed_fraction"]}
                   for name, c in out["conditions"].items()}
-    return {"conditions": conditions}, dict(size, task=s["task"], seeds=s["seeds"]), \
-        config.device
+    return {"conditions": conditions}, dict(size, task=s["task"], seeds=s["seeds"],
+                                            paradigm=config.paradigm,
+                                            switch_step=config.switch_step), config.device
 
 
 RUNNERS = {"fcam": _run_fcam, "hatexplain": _run_hatexplain, "agreement": _run_agreement,

@@ -110,6 +110,12 @@ def _snell_cells():
                    "multi-head rescue (Sec. 5.2, Fig. 6), 8 heads",
                    {"runner": "synthetic", "task": "multihead", "seeds": 20, "heads": 8,
                     "pool": 48, "size": "paper"})]
+    # both papers in one frame: V&R's other paradigms on the permutation copy
+    cells += [Cell(f"permute-copy-{p}", "synthetic", "paper",
+                   f"permutation copy vs its control, {p} per target token, 20 seeds",
+                   {"runner": "synthetic", "task": "copy", "seeds": 20, "size": "paper",
+                    "paradigm": p, **({"switch_step": "auto"} if p == "hybrid" else {})})
+              for p in ("ha", "lv", "hybrid")]
     return cells
 
 
@@ -121,6 +127,10 @@ def _small_cells():
              for p in ("sa", "lv")]
     cells.append(Cell("tiny-synthetic-copy", "synthetic", "tiny", "copy task (smoke cell)",
                       {"runner": "synthetic", "task": "copy", "seeds": 2, "size": "tiny"}))
+    cells.append(Cell("tiny-synthetic-copy-lv", "synthetic", "tiny",
+                      "copy task, LV per target token (smoke cell)",
+                      {"runner": "synthetic", "task": "copy", "seeds": 2, "size": "tiny",
+                       "paradigm": "lv"}))
     from minimal_attn.experiments.train_report import PAPER_TABLE1
 
     for p in ("sa", "ha", "lv", "hybrid"):
@@ -181,7 +191,11 @@ def estimate_seconds(cell, card):
     if s["runner"] == "agreement":
         return 4 * {"classify": 4000, "translate": 20000}[s["task"]] * unit + 60
     size = cell_runners.synthetic_size(s)
-    return size["steps"] * unit * s["seeds"] / 20 * (3 if s["task"] == "multihead" else 1)
+    # HA and LV compute the output at every source position: a step cost 5-10x SA's on
+    # the CPU (examples/both_papers.py); the GPU's factor is not measured, 5 assumed
+    per_position = 1 if s.get("paradigm", "sa") == "sa" else 5
+    return (size["steps"] * unit * s["seeds"] / 20 * per_position
+            * (3 if s["task"] == "multihead" else 1))
 
 
 def run_cell(name, data_root, results_dir="results", work_root="runs/cells", device="auto",
