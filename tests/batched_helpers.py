@@ -5,6 +5,10 @@ from types import SimpleNamespace
 
 import numpy as np
 
+#: The seeds and the ways of running their convolutions (``batched.MODES``) the tests use.
+SEEDS = [0, 1, 2]
+MODES = ["loop", "grouped", "grouped_nchw"]
+
 
 class Store:
     """The ``ImageStore`` interface over float64 images (ImageStore keeps float32)."""

@@ -19,7 +19,7 @@ from minimal_attn.experiments.epochs import run_epochs
 from minimal_attn.experiments.train_loop import TrainConfig, affecting
 
 torch = pytest.importorskip("torch")
-from batched_helpers import Store, batched_seeds  # noqa: E402
+from batched_helpers import MODES, SEEDS, Store, batched_seeds  # noqa: E402
 
 from minimal_attn.backends import torch_backend as tb  # noqa: E402
 from minimal_attn.backends.vr.batched import stacked_parameters, unstack  # noqa: E402
@@ -34,8 +34,6 @@ from minimal_attn.backends.vr.models import (  # noqa: E402
 from minimal_attn.backends.vr.train import train_run  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
-SEEDS = [0, 1, 2]
-MODES = ["loop", "grouped", "grouped_nchw"]
 
 
 # --- the networks --------------------------------------------------------------------

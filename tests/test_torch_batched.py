@@ -11,7 +11,7 @@ from minimal_attn.datasets.splits import load_mosaic_splits
 from minimal_attn.errors import InputError
 
 torch = pytest.importorskip("torch")
-from batched_helpers import Store, batched_seeds  # noqa: E402
+from batched_helpers import MODES, SEEDS, Store, batched_seeds  # noqa: E402
 
 from minimal_attn.backends import torch_backend as tb  # noqa: E402
 from minimal_attn.backends.vr.batched import (  # noqa: E402
@@ -29,8 +29,6 @@ from minimal_attn.backends.vr.models import (  # noqa: E402
 from minimal_attn.backends.vr.train import TrainConfig, train_run  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
-SEEDS = [0, 1, 2]
-MODES = ["loop", "grouped", "grouped_nchw"]
 #: float64 on a GPU too: cuDNN's float64 kernels have no TF32 shortcut.
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
     not torch.cuda.is_available(), reason="torch sees no CUDA GPU"))]
