@@ -133,3 +133,23 @@ def test_synthetic_other_settings_refused_naming_them(tmp_path, torch_one_thread
     with pytest.raises(InputError, match=r"different settings \(runs\)"):
         train_runs(RUNS[:1], CFG, path)
     assert train_runs(RUNS, CFG, path)["resumed_from"] == 2      # more steps: continues
+
+
+def test_seq_divergence_names_its_first_step_when_read_late(tmp_path, torch_one_thread,
+                                                            monkeypatch):
+    """On a GPU the divergence flag is read every SYNC_EVERY steps: the error still names
+    the first step whose loss was not finite, and no checkpoint holds a later step."""
+    from minimal_attn.backends.snell import train as seq_train
+
+    task, config = _task(), SeqTrainConfig(**{**SEQ, "lr": 1e30, "eval_every": 4})
+    messages = []
+    for every in (1, 3):
+        monkeypatch.setattr(seq_train, "_sync_every", lambda device, every=every: every)
+        out = tmp_path / f"every{every}"
+        with pytest.raises(InputError, match=r"diverged at step \d+") as err:
+            train_seq(task, config, out)
+        messages.append(str(err.value))
+        bad = int(str(err.value).split("step ")[1].split()[0])
+        ckpt = torch.load(out / "checkpoint.pt", weights_only=True)
+        assert ckpt["step"] <= bad
+    assert messages[0] == messages[1]

@@ -51,6 +51,9 @@ from minimal_attn.experiments.progress import counter
 
 #: train-seq's checkpoint identity (experiments/checkpoints.checkpoint_header)
 FORMAT, KIND = 2, "seq"
+#: On a GPU the divergence check reads the device every this many steps (and before
+#: every evaluation), not at every step: a read waits for all queued work.
+SYNC_EVERY = 50
 
 
 def focus(alpha_rows):
@@ -186,6 +189,7 @@ def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, l
         return phase(c.paradigm, k, c.steps + 1 if switch in (None, "auto") else switch)
     tick = counter(progress, label, c.steps, done=step)
     model.train()
+    first_bad = None          # set at the first training step (see below)
     while True:
         if step in evals and step not in done:
             record, arrays = _evaluate_all(model, task, c, step, device, rule_at(step))
@@ -205,13 +209,18 @@ def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, l
             tick(0, f"step {step} perf {record['val_perf']:.3f}")
         if step >= c.steps:
             break
+        if first_bad is None:
+            first_bad = torch.tensor(-1, device=device)
+            sync_every = _sync_every(device)
         rule = model.rule = rule_at(step)
         idx = batch_indices(step, c.batch_size, len(task.train_src), c.seed)
         loss = loss_on_batch(model, task, [task.train_src[i] for i in idx],
                              [task.train_tgt[i] for i in idx], device, rule)
-        if not torch.isfinite(loss):
-            raise InputError(f"training diverged at step {step} (loss {loss.item()}); "
-                             "lower --lr", param="lr")
+        # the first step with a non-finite loss, kept on the device: reading it syncs, so
+        # on a GPU it is read every SYNC_EVERY steps and before each evaluation
+        first_bad = torch.where(torch.isfinite(loss) | (first_bad >= 0), first_bad, step)
+        if (step + 1) % sync_every == 0 or step + 1 in evals or step + 1 >= c.steps:
+            _check_finite(first_bad)
         opt.zero_grad()
         loss.backward()
         if c.clip is not None:
@@ -222,6 +231,19 @@ def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, l
         step += 1
         tick()
     return {"config": asdict(c), "history": history, "out_dir": out_dir}
+
+
+def _sync_every(device):
+    """Steps between reads of the divergence flag: every step on the CPU (a read is free)."""
+    return 1 if torch.device(device).type == "cpu" else SYNC_EVERY
+
+
+def _check_finite(first_bad):
+    """Raise the divergence of the first step whose loss was not finite, if any."""
+    bad = int(first_bad)
+    if bad >= 0:
+        raise InputError(f"training diverged at step {bad} (the loss is not finite); "
+                         "lower --lr", param="lr")
 
 
 def _auto_switch(c, task, history, step):
