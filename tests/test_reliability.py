@@ -214,11 +214,12 @@ def test_ctrl_c_says_what_was_kept_and_the_command_that_continues(tmp_path, monk
 
     real = tst.train_runs
 
-    def interrupted(runs, config, checkpoint=None, callback=None, resume=True, log=None):
-        def stop(done, total, loss):
+    def interrupted(runs, config, checkpoint=None, progress=None, resume=True, log=None,
+                    label="training"):
+        def stop(label, done, total, note=None):
             if done == 2:
                 raise KeyboardInterrupt
-        return real(runs, config, checkpoint, stop, resume, log)
+        return real(runs, config, checkpoint, stop, resume, log, label)
     monkeypatch.setattr("minimal_attn.backends.snell.synthetic_experiments.train_runs",
                         interrupted)
     out = tmp_path / "o"

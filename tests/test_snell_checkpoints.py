@@ -84,17 +84,17 @@ RUNS = [Run("control", s, init_seed=s, head_seeds=[s], data_seed=s) for s in (0,
 
 
 def _stop_syn_at(step):
-    def callback(done, total, loss):
+    def progress(label, done, total, note=None):
         if done == step:
             raise StopError
-    return callback
+    return progress
 
 
 def test_synthetic_damaged_checkpoint_resumes_from_prev_exactly(tmp_path, torch_one_thread):
     full = train_runs(RUNS, CFG, str(tmp_path / "full.ckpt"))
     path = str(tmp_path / "cut.ckpt")
     with pytest.raises(StopError):
-        train_runs(RUNS, CFG, path, callback=_stop_syn_at(3))
+        train_runs(RUNS, CFG, path, progress=_stop_syn_at(3))
     assert torch.load(path + ".prev", weights_only=True)["step"] == 2
     with open(path, "r+b") as f:
         f.truncate(150)
@@ -110,7 +110,7 @@ def test_synthetic_damaged_checkpoint_resumes_from_prev_exactly(tmp_path, torch_
 def test_synthetic_checkpoint_of_before_the_shared_header_still_resumes(tmp_path, torch_one_thread):
     path = str(tmp_path / "old.ckpt")
     with pytest.raises(StopError):
-        train_runs(RUNS, CFG, path, callback=_stop_syn_at(2))
+        train_runs(RUNS, CFG, path, progress=_stop_syn_at(2))
     state = torch.load(path, weights_only=True)
     config = {k: v for k, v in state.pop("config").items() if k != "runs"}
     state.pop("data")

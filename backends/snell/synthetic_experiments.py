@@ -91,7 +91,7 @@ def _pool_problem(cached):
     return None if isinstance(cached, dict) and keys <= set(cached) else "not a head pool"
 
 
-def screen_heads(first_seed, pool, config, out_dir, callback=None, resume=True, log=None):
+def screen_heads(first_seed, pool, config, out_dir, progress=None, resume=True, log=None):
     """Good/bad labels of ``pool`` candidate heads (Sec. 5.2 rejection sampling), cached."""
     runs = [Run("permutation", c, init_seed=first_seed, head_seeds=[c], data_seed=first_seed,
                 label="candidate") for c in range(pool)]
@@ -104,7 +104,7 @@ def screen_heads(first_seed, pool, config, out_dir, callback=None, resume=True, 
         if cached is not None and cached["meta"] == meta:
             return cached
     ckpt = os.path.join(out_dir, "checkpoints", "head_pool.ckpt") if out_dir else None
-    curves = train_runs(runs, config, ckpt, callback, resume, log)
+    curves = train_runs(runs, config, ckpt, progress, resume, log, label="screening heads")
     final = [float(a) for a in curves["accuracy"][-1]]
     result = {"meta": meta, "final_accuracy": final,
               "good": [c for c, a in enumerate(final) if a > CONVERGED],
@@ -231,14 +231,6 @@ def run_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_dir
                     log)
 
 
-def _phase(progress, label):
-    """:func:`.synthetic_train.train_runs`' ``callback(step, total, loss)`` as progress."""
-    if not progress:
-        return None
-    return lambda step, total, loss: progress(label, step, total,
-                                              None if loss is None else f"loss {loss:.3f}")
-
-
 def _run(task, config, seeds, first_seed, heads, pool, out_dir, resume, progress, log):
     extra = {}
     ckpt = os.path.join(out_dir, "checkpoints", "train.ckpt") if out_dir else None
@@ -247,14 +239,13 @@ def _run(task, config, seeds, first_seed, heads, pool, out_dir, resume, progress
     if task == "keyword":
         config = replace(config, uniform=True)
     if task == "multihead":
-        screened = screen_heads(first_seed, pool, config, out_dir,
-                                _phase(progress, "screening heads"), resume, log)
+        screened = screen_heads(first_seed, pool, config, out_dir, progress, resume, log)
         runs, skipped = multihead_runs(seeds, first_seed, heads, screened)
         extra = {"head_pool": {k: screened[k] for k in ("good", "bad", "final_accuracy")},
                  "skipped": skipped, "heads": heads}
     else:
         runs = plain_runs(task, seeds, first_seed)
-    curves = train_runs(runs, config, ckpt, _phase(progress, "training"), resume, log)
+    curves = train_runs(runs, config, ckpt, progress, resume, log)
     objects = per_run_curves(curves, runs)
     conditions = {}
     for obj in objects:

@@ -194,7 +194,8 @@ def _record(curves, step, scores):
         curves.setdefault(k, []).append(v)
 
 
-def train_runs(runs, config, checkpoint=None, callback=None, resume=True, log=None):
+def train_runs(runs, config, checkpoint=None, progress=None, resume=True, log=None,
+               label="training"):
     """Train ``runs`` as one seed-batched model; return per-run curves.
 
     Parameters
@@ -205,7 +206,8 @@ def train_runs(runs, config, checkpoint=None, callback=None, resume=True, log=No
     resume : continue from ``checkpoint`` when it exists (a mismatched one raises
         InputError; an unreadable one falls back to its ``.prev``); False starts
         afresh and overwrites it
-    callback : optional ``callback(step, total_steps, mean_loss)`` after every step
+    progress : optional ``progress(label, step, total_steps, note)`` after every step, the
+        mean loss as note at each evaluation (:mod:`minimal_attn.experiments.progress`)
         (``mean_loss`` is a float at evaluation steps, else None: reading it syncs a GPU)
     log : optional ``log(line)`` for warnings (a checkpoint replaced by its ``.prev``)
 
@@ -260,10 +262,10 @@ def train_runs(runs, config, checkpoint=None, callback=None, resume=True, log=No
                 _save(checkpoint, settings, {
                     "step": done, "params": {k: v.detach().cpu() for k, v in params.items()},
                     "optimizer": optimizer.state_dict(), "curves": curves})
-            if callback is not None:
-                callback(done, config.steps, value)
-        elif callback is not None:
-            callback(done, config.steps, None)
+            if progress:
+                progress(label, done, config.steps, f"loss {value:.3f}")
+        elif progress:
+            progress(label, done, config.steps, None)
     return dict(curves, resumed_from=resumed_from,
                 params={k: v.detach() for k, v in params.items()})
 
