@@ -26,8 +26,8 @@ classifier of the authors' released CIFAR-10 notebooks
 from dataclasses import dataclass, replace
 from typing import Tuple
 
+from minimal_attn.datasets.splits import paper_setting
 from minimal_attn.errors import InputError
-from minimal_attn.experiments.train_loop import paper_setting
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def architecture(dataset):
     """The Appendix A.2 networks of ``dataset``; synthetic images use CIFAR-10's.
 
     The one place that maps a data set to its networks (and, through
-    :func:`minimal_attn.experiments.train_loop.paper_setting`, to its learning rates).
+    :func:`minimal_attn.datasets.splits.paper_setting`, to its learning rates).
     """
     return ARCHITECTURES[paper_setting(dataset)]
 

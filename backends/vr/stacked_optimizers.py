@@ -64,10 +64,8 @@ class StackedSGD:
             if self.buffers[i] is None:
                 self.buffers[i] = self.params[i].grad.detach().clone()
         warm = [i for i in live if self.buffers[i] is not None and self.steps[i] > 0]
-        if warm:    # one multi-tensor kernel per operation on a GPU, as torch's foreach SGD
-            bufs = [self.buffers[i] for i in warm]
-            torch._foreach_mul_(bufs, self.momentum)
-            torch._foreach_add_(bufs, [self.params[i].grad for i in warm])
+        for i in warm:                     # b <- mu b + g
+            self.buffers[i].mul_(self.momentum).add_(self.params[i].grad)
         for i in live:
             p = self.params[i]
             lr = self._lr_tensor(lrs, p)

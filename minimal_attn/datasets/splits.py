@@ -19,6 +19,12 @@ from typing import NamedTuple, Optional, Sequence
 from minimal_attn.data import Mosaics
 from minimal_attn.errors import InputError
 
+
+def paper_setting(dataset):
+    """The paper's setting whose networks and rates a data set uses (V&R App. A.2;
+    synthetic image mosaics and HateXplain take CIFAR-10's)."""
+    return "cifar100" if dataset == "cifar100" else "cifar10"
+
 #: Data sets of image mosaics (CNN FCAMs) and of vector mosaics (linear FCAM).
 IMAGE_DATASETS = ("synthetic", "cifar10", "cifar100")
 VECTOR_DATASETS = ("synthetic-vectors", "linear-orthogonal")

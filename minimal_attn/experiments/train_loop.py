@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Optional, Union
 
 from minimal_attn import losses
+from minimal_attn.datasets.splits import paper_setting  # noqa: F401 (re-exported)
 from minimal_attn.errors import InputError, check_paradigm
 from minimal_attn.experiments import checkpoints
 
@@ -40,11 +41,6 @@ CHECKPOINT_FORMAT = 2
 RISE, MIN_GAIN, PATIENCE = 0.1, 0.02, 2
 #: Divergence: the epoch loss exceeds DIVERGE x max(log C, first epoch's loss).
 DIVERGE = 100.0
-
-
-def paper_setting(dataset):
-    """The paper's setting whose networks and rates a data set uses (synthetic: CIFAR-10's)."""
-    return "cifar100" if dataset == "cifar100" else "cifar10"
 
 
 @dataclass
