@@ -17,7 +17,7 @@ from minimal_attn.cli.seq_options import (
 @data_and_model_options
 @paradigm_options
 @click.option("--proxy-d", type=int, default=D.proxy_d, show_default=True,
-              help="Embedding width of the proxy model, Eq. (5) (A.10: 256).")
+              help="Embedding width of the proxy model, Snell Eq. (5) (A.10: 256).")
 @click.option("--proxy-epochs", type=int, default=D.proxy_epochs, show_default=True)
 @click.option("--frozen/--no-frozen", default=D.frozen, show_default=True,
               help="classify: also the frozen-beta model of A.6 (Table 10).")

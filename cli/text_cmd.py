@@ -1,7 +1,7 @@
 """``attn-dyn ibm1`` and ``attn-dyn proxy``: the second paper's NumPy side on parallel text.
 
 Snell et al. (2021), Sections 2.3 and 4: IBM Model 1 (EM of Brown et al.,
-1993) and the bag-of-words proxy model, compared with the agreement of Eq. (10).
+1993) and the bag-of-words proxy model, compared with the agreement of Snell Eq. (10).
 The work is done by :mod:`minimal_attn.experiments.text`.
 """
 
@@ -91,9 +91,9 @@ def ibm1(src, tgt, iterations, no_null, out, as_json):
 @click.option("--seed", type=int, default=default(ProxyConfig, "seed"), show_default=True)
 @click.option("--ibm-iterations", type=int, default=default(ProxyExperiment, "ibm_iterations"),
               show_default=True,
-              help="EM iterations (no NULL) for beta^IBM; 1 gives Trans of Eq. (17).")
+              help="EM iterations (no NULL) for beta^IBM; 1 gives Trans of Snell Eq. (17).")
 @click.option("--percent", type=float, default=default(ProxyExperiment, "percent"),
-              show_default=True, help="Top percentage of Eq. (10).")
+              show_default=True, help="Top percentage of Snell Eq. (10).")
 @click.option("--out", metavar="FILE", default=None,
               help="Write the JSON report (the --json keys) here.")
 @click.option("--json", "as_json", is_flag=True,
@@ -106,7 +106,7 @@ def proxy(src, tgt, val_src, val_tgt, out, as_json, d, epochs, batch_size, lr, s
     """Train the bag-of-words proxy model and compare its probe with IBM Model 1 (Eqs. 5, 14).
 
     Reports, over the output words of held-out pairs, the agreement
-    A(beta^px, beta^IBM) of Eq. (10) (is the top source position of the proxy's
+    A(beta^px, beta^IBM) of Snell Eq. (10) (is the top source position of the proxy's
     probe, Eq. 6, among the top --percent of IBM Model 1's, Eq. 18?), its
     random baseline and Kendall's tau. The source predicts the target.
 

@@ -2,9 +2,10 @@ r"""Evaluation of the LSTM attention models: performance, alpha, probes beta and
 
 Snell et al. (2021), Sections 2.2, 2.4, 3.1 and 5.1. For every example of a
 split, :func:`evaluate` returns (T_n, L_n) arrays (classification: T_n = 1)
-of the attention alpha (Snell Eqs. (1), (7)), the lexical probe beta (Snell
-Eqs. (4), (9)) and the gradient saliency Delta, together with the performance (accuracy, or
-teacher-forced token accuracy and greedy-decoding BLEU for translation).
+of the attention alpha (Snell Eqs. (1), (7)), the lexical probe beta
+(Snell Eqs. (4), (9)) and the gradient saliency Delta, together with the
+performance (accuracy, or teacher-forced token accuracy and greedy-decoding
+BLEU for translation).
 
 Saliency (Section 5.1, after Ebrahimi et al., 2018). We use the first-order
 (gradient x input) form

@@ -173,8 +173,8 @@ class Seq2Seq(nn.Module):
     def map_positions(self, h, s, fn, *per_t):
         """``fn(logp_pos, *chunks)`` over chunks of target tokens, concatenated along T.
 
-        ``logp_pos`` (B, T_c, L, V) is :func:`position_logp` of the chunk (Snell
-        Eq. (4)); ``per_t`` are (B, T, ...) tensors cut the same way. Chunks keep
+        ``logp_pos`` (B, T_c, L, V) is :func:`position_logp` of the chunk
+        (Snell Eq. (4)); ``per_t`` are (B, T, ...) tensors cut the same way. Chunks keep
         the (B, T, L, V) tensor within :data:`.attention_losses.CHUNK_BYTES`.
         """
         H = self.hidden

@@ -2,7 +2,7 @@ r"""Token ids for the neural experiments of Snell et al. (2021), Appendix A.8.
 
 One :class:`TextTask` holds the training and validation pairs of a task as
 lists of int64 arrays, the ids that the LSTM models, the proxy model
-(:mod:`minimal_attn.proxy`, Eqs. (5)-(6)) and the logistic proxy
+(:mod:`minimal_attn.proxy`, Snell Eqs. (5)-(6)) and the logistic proxy
 (:mod:`minimal_attn.logistic_proxy`, Snell Eq. (55)) all see:
 
 * **classify** (Section 2.4, T = 1, |O| = 2): word-level ids; words seen fewer

@@ -1,6 +1,6 @@
 r"""One row of Table 2 of Snell et al. (2021) from attention, probe and saliency arrays.
 
-Columns (Section 3.1, Eqs. (10)-(11), Appendices A.4-A.7), averaged over every
+Columns (Snell Section 3.1, Snell Eqs. (10)-(11), Appendices A.4-A.7), averaged over every
 output word (translation) or sentence (classification) of a split:
 
 * ``A_alpha_beta_uf``: A(alpha, beta^uf), the maximum over the uniform-attention
