@@ -33,3 +33,26 @@ def batched_seeds(models, seeds, mode, store, y, device="cpu", optimizer="sgd",
     run = BatchedSeeds(configs, data, None, mode, make_model=lambda s: models[seeds.index(s)])
     run.stores["train"], run.y = store, y
     return run
+
+
+def separate_epochs(model, optimizer, store, y, phases, lrs, batch_size, seed):
+    """The reference a batched lane must equal: ``optimizer`` (a torch.optim one) on one
+    model, one epoch per (phase, lr), batches drawn as the lane draws them; epoch losses."""
+    import torch
+
+    from minimal_attn.backends import torch_backend as tb
+
+    generator = torch.Generator().manual_seed(seed)
+    losses = []
+    for phase, lr in zip(phases, lrs):
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        total = 0.0
+        for idx in torch.randperm(store.n, generator=generator).split(batch_size):
+            value = tb.loss(phase, *model(store[idx], phase), y[idx])
+            optimizer.zero_grad()
+            value.backward()
+            optimizer.step()
+            total += float(value.detach()) * idx.numel()
+        losses.append(total / store.n)
+    return losses

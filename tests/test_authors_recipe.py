@@ -19,7 +19,7 @@ from minimal_attn.experiments.epochs import run_epochs
 from minimal_attn.experiments.train_loop import TrainConfig, affecting
 
 torch = pytest.importorskip("torch")
-from batched_helpers import MODES, SEEDS, Store, batched_seeds  # noqa: E402
+from batched_helpers import MODES, SEEDS, Store, batched_seeds, separate_epochs  # noqa: E402
 
 from minimal_attn.backends import torch_backend as tb  # noqa: E402
 from minimal_attn.backends.vr.batched import stacked_parameters, unstack  # noqa: E402
@@ -93,22 +93,6 @@ def tiny_fcam(seed, device="cpu"):
     return model.double().to(device)
 
 
-def separate_adam(model, store, y, phase, lr, epochs, batch_size, seed):
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    generator = torch.Generator().manual_seed(seed)
-    losses = []
-    for _ in range(epochs):
-        total = 0.0
-        for idx in torch.randperm(store.n, generator=generator).split(batch_size):
-            value = tb.loss(phase, *model(store[idx], phase), y[idx])
-            optimizer.zero_grad()
-            value.backward()
-            optimizer.step()
-            total += float(value.detach()) * idx.numel()
-        losses.append(total / store.n)
-    return losses, optimizer
-
-
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_stacked_adam_update_is_torchs_bit_for_bit(dtype):
     """Given the same gradients, StackedAdam's seed slices equal torch.optim.Adam exactly,
@@ -163,7 +147,9 @@ def test_stacked_adam_equals_separate_adam_in_float64(mode, phases):
     states, seed_states = unstack(run.model), run.seed_states()
     for k, seed in enumerate(SEEDS):
         model = tiny_fcam(seed)
-        losses, optimizer = separate_adam(model, store, y, phases[k], lrs[k], 2, 4, seed)
+        optimizer = torch.optim.Adam(model.parameters(), lr=lrs[k])
+        losses = separate_epochs(model, optimizer, store, y, [phases[k]] * 2, [lrs[k]] * 2, 4,
+                                 seed)
         for name, p in model.named_parameters():
             # Adam divides by sqrt(v): where a gradient is near zero (the mirrored halves
             # cancel), the gradients' last bits (batched matmuls sum in another order)

@@ -11,9 +11,8 @@ from minimal_attn.datasets.splits import load_mosaic_splits
 from minimal_attn.errors import InputError
 
 torch = pytest.importorskip("torch")
-from batched_helpers import MODES, SEEDS, Store, batched_seeds  # noqa: E402
+from batched_helpers import MODES, SEEDS, Store, batched_seeds, separate_epochs  # noqa: E402
 
-from minimal_attn.backends import torch_backend as tb  # noqa: E402
 from minimal_attn.backends.vr.batched import (  # noqa: E402
     stack_fcams,
     stacked_parameters,
@@ -82,25 +81,6 @@ def test_batched_forward_equals_separate_forwards(mode, device, images):
                                atol=1e-12)
 
 
-def separate_run(model, store, y, phases, lrs, batch_size, seed):
-    """The reference: torch.optim.SGD on one model, one phase and lr per epoch."""
-    optimizer = torch.optim.SGD(model.parameters(), lr=lrs[0], momentum=0.9)
-    generator = torch.Generator().manual_seed(seed)
-    losses = []
-    for phase, lr in zip(phases, lrs):
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        total = 0.0
-        for idx in torch.randperm(store.n, generator=generator).split(batch_size):
-            value = tb.loss(phase, *model(store[idx], phase), y[idx])
-            optimizer.zero_grad()
-            value.backward()
-            optimizer.step()
-            total += float(value.detach()) * idx.numel()
-        losses.append(total / store.n)
-    return losses
-
-
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("phases", [("sa", "sa", "sa"), ("ha", "ha", "ha"),
@@ -126,7 +106,9 @@ def test_sgd_momentum_steps_equal_separate_runs(mode, phases, device):
     states = unstack(run.model)
     for k, seed in enumerate(SEEDS):
         model = tiny_fcam(seed, device=device)
-        losses = separate_run(model, store, y, [phases[k]] * 2, [lrs[k]] * 2, 4, seed)
+        optimizer = torch.optim.SGD(model.parameters(), lr=lrs[k], momentum=0.9)
+        losses = separate_epochs(model, optimizer, store, y, [phases[k]] * 2, [lrs[k]] * 2, 4,
+                                 seed)
         for name, p in model.named_parameters():
             torch.testing.assert_close(states[k][name], p.detach(), rtol=1e-9, atol=1e-12)
         assert [s[k][0] for s in stats] == pytest.approx(losses, rel=1e-10)
