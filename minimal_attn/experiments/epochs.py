@@ -167,9 +167,12 @@ def run_seeds(configs, trainer, fingerprint, out_dir=None, resume=False, progres
     test_eval = [None] * S           # per lane: (rule, evaluation) of its latest epoch
     out_of_time, time_limited = config.deadline(), False
 
+    saved_at = [meta["epoch"] for meta in metas]      # the epoch each lane's file holds
+
     def save(k):
         if paths[k] is not None:
             write_checkpoint(paths[k], lambda f: trainer.save(k, f, metas[k]))
+            saved_at[k] = metas[k]["epoch"]
 
     for epoch in range(start, config.epochs):
         live = [k for k in range(S) if not configs[k].stopped(metas[k]["history"])]
@@ -177,8 +180,9 @@ def run_seeds(configs, trainer, fingerprint, out_dir=None, resume=False, progres
             break
         if out_of_time():
             time_limited = True
-            for k in live if epoch > start else ():     # the last epoch may not be saved yet
-                save(k)
+            for k in live:                     # an epoch between two checkpoints is kept
+                if saved_at[k] != metas[k]["epoch"]:
+                    save(k)
             break
         t0 = time.perf_counter()
         phases = [None] * S
