@@ -57,22 +57,26 @@ if [ "$PREP" = 0 ] && [ "$DRY" = 0 ] && need_install; then
     || { echo "Error: cannot install attn-dyn here (pip install -e . failed)" >&2; exit 2; }
 fi
 
-# cell -> its data folder and estimated minutes on the card (one line each)
+# cell -> its data folder, estimated minutes alone on the card and seconds beside the
+# other PARALLEL - 1 cells (one line each)
 plan() {
-  $PY - "$CARD" "${CELLS[@]}" <<'PYEOF'
+  $PY - "$CARD" "$PARALLEL" "${CELLS[@]}" <<'PYEOF'
 import sys
+from minimal_attn.errors import InputError
 from minimal_attn.experiments import cells
-card, names = sys.argv[1], sys.argv[2:]
-table = cells.all_cells()
+from minimal_attn.experiments.cell_costs import estimate_seconds, shared_slowdown
+card, parallel, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 # by default every paper-size cell that has no complete record yet (cut short by a
-# time limit counts as not complete); named cells always run
-names = names or [n for n, c in table.items()
-                  if c.scale == "paper" and not cells.finished(n)]
+# time limit counts as not complete), as its unfinished parts where it has parts;
+# named cells and parts (NAME@K) always run
+names = names or cells.unfinished()
 for n in names:
-    if n not in table:
-        sys.exit(f"Error: unknown cell {n!r}: `attn-dyn cells list` names them")
-    c = table[n]
-    print(n, c.data or "-", f"{cells.estimate_seconds(c, card) / 60:.1f}")
+    try:
+        c = cells.get_cell(n)
+    except InputError as err:
+        sys.exit(f"Error: {err}")
+    alone = estimate_seconds(c, card)
+    print(n, c.data or "-", f"{alone / 60:.1f}", round(alone * shared_slowdown(parallel)))
 PYEOF
 }
 PLAN=$(plan) || exit 2
@@ -104,16 +108,18 @@ if [ "$PREP" = 1 ]; then
 fi
 
 if [ "$DRY" = 1 ]; then
-  echo "gpu_cells dry run: budget ${BUDGET} s, card $CARD, data $DATA"
-  left=$BUDGET; first=1
-  while read -r name folder minutes; do
-    secs=$($PY -c "print(int(float('$minutes') * 60))")
-    if [ "$left" -le 0 ]; then state="would not start (budget spent)"
-    elif [ "$first" = 1 ] || [ "$FORCE" = 1 ] || [ "$secs" -le "$left" ]; then
-      state="would run"; left=$(( left - secs )); first=0
-    else state="would skip (estimate over the $left s left)"; fi
-    printf '%-34s %-13s %7s min  %s\n' "$name" "$folder" "$minutes" "$state"
-  done <<<"$PLAN"
+  echo "gpu_cells dry run: budget ${BUDGET} s, card $CARD, $PARALLEL at a time, data $DATA"
+  echo "(minutes: one cell alone on the card; an upper bound under a stop rule)"
+  echo "$PLAN" | $PY -c '
+import sys
+from minimal_attn.experiments.cell_costs import plan_job, shared_slowdown
+budget, parallel, force, min_start = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1", int(sys.argv[4])
+rows = [line.split() for line in sys.stdin if line.strip()]
+slow = shared_slowdown(parallel)
+states = plan_job([(r[0], float(r[3]) / slow) for r in rows], budget, parallel, force, min_start)
+for (name, folder, minutes, _), (_, state) in zip(rows, states):
+    print(f"{name:34s} {folder:13s} {minutes:>7s} min  {state}")
+' "$BUDGET" "$PARALLEL" "$FORCE" "$MIN_START"
   exit 0
 fi
 
@@ -143,9 +149,8 @@ run_one() {   # name left: run one cell, leave "STATE|seconds|last line" in runs
     >"runs/cells/$name.status"
 }
 NAMES=()
-while read -r name folder minutes; do
+while read -r name folder minutes secs; do
   left=$(( BUDGET - (SECONDS - START) ))
-  secs=$($PY -c "print(int(float('$minutes') * 60))")
   NAMES+=("$name")
   rm -f "runs/cells/$name.status"
   while [ "$(jobs -rp | wc -l)" -ge "$PARALLEL" ]; do wait -n; done
@@ -154,7 +159,7 @@ while read -r name folder minutes; do
     echo "SKIP|-|budget spent" >"runs/cells/$name.status"; continue
   fi
   if [ "$started" -ge "$PARALLEL" ] && [ "$FORCE" = 0 ] && [ "$secs" -gt "$left" ]; then
-    echo "SKIP|-|estimate ${minutes} min is over the ${left} s left" >"runs/cells/$name.status"
+    echo "SKIP|-|estimate ${secs} s (beside the others) is over the ${left} s left" >"runs/cells/$name.status"
     continue
   fi
   if [ "$started" -ge "$PARALLEL" ] && [ "$left" -lt "$MIN_START" ]; then

@@ -12,6 +12,7 @@ import sys
 import click
 
 from minimal_attn.cli.options import CONTEXT, default
+from minimal_attn.experiments import cell_costs as costs
 from minimal_attn.experiments import cells as lib
 from minimal_attn.experiments.results_store import write_report
 
@@ -39,25 +40,33 @@ def cells():
 
 
 @cells.command("list")
-@click.option("--card", type=click.Choice(sorted(lib.THROUGHPUT)), default=None,
+@click.option("--card", type=click.Choice(sorted(costs.CARDS)), default=None,
               help="Show the expected minutes on this card only [default: every card].")
 @click.option("--json", "as_json", is_flag=True, help="Print the cells as JSON.")
 def list_cells(card, as_json):
-    """Every cell in run order: scale, data folder and expected minutes per card."""
-    cards = [card] if card else sorted(lib.THROUGHPUT)
+    """Every cell in run order: scale, data folder, parts and expected minutes per card.
+
+    A cell with parts runs as NAME@1 .. NAME@K, each a block of its seeds in one
+    job; its minutes are those of one part, alone on the card (for a stop rule,
+    an upper bound: every seed counted to its last epoch).
+    """
+    cards = [card] if card else sorted(costs.CARDS)
     rows = []
     for cell in lib.all_cells().values():
-        minutes = {c: lib.estimate_seconds(cell, c) / 60 for c in cards}
+        unit = lib.parts(cell)[0]
         rows.append({"cell": cell.name, "kind": cell.kind, "scale": cell.scale,
-                     "data": cell.data or "-", "minutes": minutes, "title": cell.title})
+                     "data": cell.data or "-", "parts": cell.parts, "title": cell.title,
+                     "minutes": {c: costs.estimate_seconds(unit, c) / 60 for c in cards},
+                     "minutes_whole": {c: costs.estimate_seconds(cell, c) / 60
+                                       for c in cards}})
     if as_json:
         click.echo(json.dumps(rows, indent=1))
         return
-    click.echo(f"{'cell':32s} {'scale':5s} {'data':13s} " + " ".join(
-        f"{c + ' min':>9s}" for c in cards) + "  (over one job: *)")
+    click.echo(f"{'cell':30s} {'scale':5s} {'data':13s} {'parts':>5s} " + " ".join(
+        f"{c + ' min':>9s}" for c in cards) + "  (a part's; over one job: *)")
     for r in rows:
-        click.echo(f"{r['cell']:32s} {r['scale']:5s} {r['data']:13s} " + " ".join(
-            f"{r['minutes'][c]:8.1f}{'*' if r['minutes'][c] * 60 > lib.JOB_SECONDS else ' '}"
+        click.echo(f"{r['cell']:30s} {r['scale']:5s} {r['data']:13s} {r['parts']:5d} " + " ".join(
+            f"{r['minutes'][c]:8.1f}{'*' if r['minutes'][c] * 60 > costs.JOB_SECONDS else ' '}"
             for c in cards))
 
 
@@ -76,7 +85,11 @@ def list_cells(card, as_json):
               help="Seconds of training per CNN FCAM cell: it ends at the next epoch "
                    "boundary, is evaluated as it stands and its record says time_limited.")
 def run_cells(names, data_root, results_dir, work, device, time_limit):
-    """Run the cells NAMES in order; each writes results/cells/NAME.json."""
+    """Run the cells NAMES in order; each writes results/cells/NAME.json.
+
+    A part NAME@K trains the K-th block of the cell's seeds (`attn-dyn cells
+    list` gives each cell's parts); the tables join a cell's parts into one row.
+    """
     for name in names:
         lib.get_cell(name)                       # refuse an unknown name before any work
     for name in names:

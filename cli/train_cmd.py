@@ -93,7 +93,11 @@ def _task_belongs_to_train_seq(ctx, param, value):
 @click.option("--epochs", type=int, default=D.epochs, show_default=True,
               help="Epochs of every paradigm (equal compute; the hybrid's SA + HA).")
 @click.option("--seeds", type=int, default=D.seeds, show_default=True,
-              help="Number of training seeds (0..S-1): initialisation and batch order.")
+              help="Number of training seeds (F..F+S-1, F = --first-seed): initialisation "
+                   "and batch order.")
+@click.option("--first-seed", type=int, default=D.first_seed, show_default=True,
+              help="The first training seed: split the seeds of one experiment over runs "
+                   "(e.g. --seeds 3 --first-seed 3 trains seeds 3, 4, 5).")
 @click.option("--n-train", type=int, default=D.n_train, show_default=True,
               help="Training mosaics, built from training images (reused; CIFAR: at most "
                    "the number of training images).")

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from minimal_attn.cli.main import cli
 from minimal_attn.errors import InputError
 from minimal_attn.experiments import cells, results_store
+from minimal_attn.experiments.cell_costs import estimate_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,12 +23,13 @@ def test_every_cell_has_an_estimate_and_the_authors_cells_come_first():
     for name, cell in cells.all_cells().items():
         assert cell.kind in results_store.KINDS and cell.scale in results_store.SCALES
         for card in ("h100", "h200", "cpu"):
-            assert cells.estimate_seconds(cell, card) > 0, (name, card)
+            assert estimate_seconds(cell, card) > 0, (name, card)
         # a faster card never takes longer
-        assert cells.estimate_seconds(cell, "h200") <= cells.estimate_seconds(cell, "h100")
-    m20 = cells.estimate_seconds(cells.get_cell("t1-cifar10-m20-authors-sa"), "h100")
-    m5 = cells.estimate_seconds(cells.get_cell("t1-cifar10-m5-authors-sa"), "h100")
-    assert m20 == pytest.approx(4 * m5, rel=1e-9)            # four times the segments
+        assert estimate_seconds(cell, "h200") <= estimate_seconds(cell, "h100")
+    m20 = estimate_seconds(cells.get_cell("t1-cifar10-m20-authors-sa"), "h100")
+    m5 = estimate_seconds(cells.get_cell("t1-cifar10-m5-authors-sa"), "h100")
+    # four times the segments per seed; the fixed cost of a step does not grow with m
+    assert 3 * m5 < m20 < 4 * m5
     with pytest.raises(InputError, match="cells list"):
         cells.get_cell("t1-cifar11")
 

@@ -83,3 +83,20 @@ def test_a_refused_run_keeps_the_checkpoints_other_runs_wrote(tmp_path):
     results, meta = run_experiment(config, out=str(out), resume=True)
     assert meta["epochs_run"]["sa"] == {"0": 2}
     assert (out / "results.json").exists()
+
+
+def test_first_seed_trains_a_later_block_of_seeds_as_a_longer_run_does(tmp_path):
+    """--seeds 1 --first-seed 1 is seed 1 of --seeds 2: a cell's part adds up to the cell."""
+    both, meta2 = run_experiment(ExperimentConfig(**SMALL, paradigms=["lv"], seeds=2))
+    later, meta1 = run_experiment(ExperimentConfig(**SMALL, paradigms=["lv"], seeds=1,
+                                                   first_seed=1))
+    assert meta2["seeds"] == [0, 1] and meta1["seeds"] == [1]
+    def numbers(entry):                                      # all but the wall time
+        return {k: v for k, v in entry.items() if k != "seconds"}
+    for split in ("train", "test"):
+        [one] = later["lv"][split]["per_seed"]
+        assert numbers(one) == numbers(both["lv"][split]["per_seed"][1])
+        assert one["seed"] == 1
+    assert list(meta1["epochs_run"]["lv"]) == ["1"]
+    with pytest.raises(InputError, match="first_seed must be an integer >= 0"):
+        run_experiment(ExperimentConfig(**SMALL, first_seed=-1))

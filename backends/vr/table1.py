@@ -84,7 +84,8 @@ class MosaicTable1:
 
     def __init__(self, config):
         self.c = config
-        self.paradigms, self.seeds = config.paradigms, config.seeds
+        self.paradigms = config.paradigms
+        self.seeds = list(range(config.first_seed, config.first_seed + config.seeds))
 
     def check(self):
         check_config(self.c)
@@ -121,7 +122,7 @@ class MosaicTable1:
             return None
         from minimal_attn.backends.vr.batched_seeds import train_seeds
 
-        return train_seeds([self.run_config(paradigm, s) for s in range(self.c.seeds)],
+        return train_seeds([self.run_config(paradigm, s) for s in self.seeds],
                            self.train, self.test, out, resume, callback, log)
 
     def aggregate(self, runs):
@@ -131,7 +132,7 @@ class MosaicTable1:
         """config.json: every setting as used, the lr of each paradigm, the stop epochs."""
         c = self.c
         meta = {f.name: getattr(c, f.name) for f in fields(c)}
-        meta.update(foreground=self.names, seeds=list(range(c.seeds)),
+        meta.update(foreground=self.names, seeds=self.seeds,
                     momentum=self.momentum if c.optimizer == "sgd" else None,
                     lr=paradigm_rates(self, LINEAR_LR if c.backend == "numpy" else None),
                     stopped_epochs=_per_seed(runs, lambda r: r.get("stopped_epoch")),

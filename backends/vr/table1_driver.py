@@ -37,7 +37,7 @@ class Table1Data(Protocol):
     """What the driver needs to know of one data set."""
 
     paradigms: Sequence[str]    # canonical names (after check()), trained in this order
-    seeds: int                  # seeds 0 .. seeds-1
+    seeds: Sequence[int]        # the seed values, trained in this order
     focus: str                  # the focus's name in epoch lines: a_z, or a_z* for a rationale
     title: Optional[str]        # the heat maps' label (None: m=<m>)
 
@@ -113,7 +113,7 @@ def _train_paradigm(data, p, out, resume, progress, epoch_done, log):
             _report(r, log)
         return runs
     runs = []
-    for seed in range(data.seeds):
+    for seed in data.seeds:
         config = data.run_config(p, seed)
         if resume and not os.path.exists(checkpoint_path(out, config)):
             log(f"no checkpoint for {p} seed {seed} in {out}: starting fresh")

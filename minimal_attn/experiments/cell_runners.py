@@ -15,8 +15,8 @@ def fcam_config(cell, data_dir, device, time_limit=None):
     from minimal_attn.experiments.config import ExperimentConfig, apply_protocol
 
     s = dict(cell.settings)
-    given = {k: s[k] for k in ("seeds", "n_train", "n_test", "epochs", "width", "batch_size")
-             if k in s}
+    given = {k: s[k] for k in ("seeds", "first_seed", "n_train", "n_test", "epochs", "width",
+                               "batch_size") if k in s}
     control = {k: s[k] for k in ("eval_every", "checkpoint_every") if k in s}
     c = ExperimentConfig(backend="torch", dataset=s["dataset"], data_dir=data_dir, m=s["m"],
                          paradigms=[s["paradigm"]], switch_epoch=s.get("switch_epoch"),
@@ -43,7 +43,8 @@ def _run_fcam(cell, data_dir, work, device, log, time_limit=None):
                                      "classifier", "stop_loss", "epochs", "batch_size",
                                      "n_train", "n_test", "width", "lr", "switch_epoch",
                                      "eval_every", "time_limit")}
-    return result, dict(settings, seeds=len(meta["seeds"])), meta["device"]
+    return result, dict(settings, seeds=len(meta["seeds"]), first_seed=meta["seeds"][0]), \
+        meta["device"]
 
 
 def fcam_result(results, meta, paradigm):
@@ -110,13 +111,15 @@ def _run_synthetic(cell, data_dir, work, device, log, time_limit=None):
                              device="cpu" if device in ("auto", "cpu") else device,
                              paradigm=s.get("paradigm", "sa"),
                              switch_step=s.get("switch_step"))
-    out = run_synthetic(s["task"], config, seeds=s["seeds"], heads=s.get("heads", 8),
-                        pool=s.get("pool", 24), out_dir=work, resume=True)
+    out = run_synthetic(s["task"], config, seeds=s["seeds"], first_seed=s.get("first_seed", 0),
+                        heads=s.get("heads", 8), pool=s.get("pool", 24), out_dir=work,
+                        resume=True)
     conditions = {name: {"seeds": len(c["seeds"]),
                          "converged_fraction": c["converged_fraction"],
                          "failed_fraction": c["failed_fraction"]}
                   for name, c in out["conditions"].items()}
     return {"conditions": conditions}, dict(size, task=s["task"], seeds=s["seeds"],
+                                            first_seed=s.get("first_seed", 0),
                                             paradigm=config.paradigm,
                                             switch_step=config.switch_step), config.device
 

@@ -12,47 +12,33 @@ jobs in the results store (:mod:`minimal_attn.experiments.results_store`):
 * ``tiny-*`` cells run the same code paths in seconds on the CPU (tests), and
   ``cpu-*`` cells are reduced sizes that finish on the 2-core machine.
 
-:func:`run_cell` runs one cell through the same library call as its command
-(``run_experiment``, ``run_hatexplain``, ``run_agreement``, ``run_synthetic``)
-and writes its record. :func:`estimate_seconds` is the expected wall time on a
-card, from the work of the cell and a measured throughput (:data:`THROUGHPUT`).
+A cell too long for one job with all its seeds has *parts* (``Cell.parts``): part
+``NAME@k`` trains the k-th block of its seeds and writes its own record; the
+tables join the parts (:mod:`minimal_attn.experiments.cell_parts`).
+
+:func:`run_cell` runs one cell or part through the same library call as its
+command (``run_experiment``, ``run_hatexplain``, ``run_agreement``,
+``run_synthetic``) and writes its record; :mod:`.cell_costs` estimates the time
+of each on a card.
 """
 
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Optional
 
 from minimal_attn.errors import InputError
-from minimal_attn.experiments import cell_runners
+from minimal_attn.experiments import cell_parts, cell_runners
 from minimal_attn.experiments.results_store import provenance, write_cell
 
-#: Measured or derived throughput: CNN FCAM training mosaics/s summed over 12
-#: batched seeds at m = 5, one process. H200: 40,400 (HA), 46,800 (SA), 39,800 (LV)
-#: with the authors' networks and Adam, a test evaluation per epoch included
-#: (benchmarks/README.md, 2026-11-26); H100: x 0.75 (its memory bandwidth, 3.35
-#: against 4.8 TB/s); cpu: the 2-core machine, one thread per run (about 350
-#: mosaics/s measured for SA at width 1). One process leaves the card idle part of the
-#: time: 4 cells side by side (gpu_cells.sh --parallel 4) ran at about 74,000
-#: mosaics/s together.
-THROUGHPUT = {"h100": 30_000.0, "h200": 40_000.0, "cpu": 350.0}
-#: Seconds per unit of work of the other cells, from what was measured (rough):
-#: * hatexplain: one seed-epoch of the text FCAM (CPU: 4 paradigms x 3 seeds x 10
-#:   epochs took about 3.5 min; GPU: assumed 3x faster, not yet measured);
-#: * agreement: one step of one of the 4 models of a row (H200: 1,000 steps of the
-#:   SST-2 row did not finish in 120 s, so at least 0.03 s a step);
-#: * synthetic: one step of 20 seeds, both conditions (H200: `synthetic copy
-#:   --paper-size --seeds 20 --steps 500` took 66 s); the multi-head cell adds its
-#:   head screening (x 3).
-UNIT_SECONDS = {"hatexplain": {"h100": 0.6, "h200": 0.6, "cpu": 1.75},
-                "agreement": {"h100": 0.04, "h200": 0.03, "cpu": 0.5},
-                "synthetic": {"h100": 0.17, "h200": 0.13, "cpu": 6.0}}
-#: A job's working time: cells longer than this on a card need more than one job.
-JOB_SECONDS = 480
 #: Paper-size FCAM cells score the test set and checkpoint every 10 epochs (and at
 #: the end): both are run control and leave the training itself unchanged.
 PAPER_RUN_CONTROL = {"eval_every": 10, "checkpoint_every": 10}
 PROTOCOL_NAMES = {"authors": "authors' protocol", "paper": "paper's protocol"}
+#: Parts of a CIFAR-10 Table 1 cell (12 seeds) by m: blocks of 3 seeds at m = 5 and
+#: single seeds at m = 20 fit one job each on an H100 at most epochs (cell_costs.STEP_MS).
+TABLE1_PARTS = {5: 4, 20: 12}
 
 
 @dataclass(frozen=True)
@@ -66,6 +52,8 @@ class Cell:
     settings: dict = field(default_factory=dict)
     data: str = ""               # folder name under the data root ("" : none needed)
     paper: dict = field(default_factory=dict)
+    parts: int = 1               # seed blocks run as separate parts NAME@1..NAME@parts
+    part: Optional[dict] = None  # a part: of, index, parts, first_seed, seeds, title
 
 
 def _table1_cells():
@@ -82,7 +70,7 @@ def _table1_cells():
                     {"runner": "fcam", "dataset": "cifar10", "m": m, "protocol": protocol,
                      "paradigm": p, "switch_epoch": "auto", **PAPER_RUN_CONTROL},
                     "cifar10-full",
-                    {"saif": saif, "accuracy": acc}))
+                    {"saif": saif, "accuracy": acc}, parts=TABLE1_PARTS[m]))
     from minimal_attn.experiments.hatexplain_report import PAPER_ROWS
 
     for embedding, tag in (("standard", "hatexplain1"), ("self-attention", "hatexplain2")):
@@ -114,7 +102,8 @@ def _snell_cells():
     cells += [Cell(f"permute-copy-{p}", "synthetic", "paper",
                    f"permutation copy vs its control, {p} per target token, 20 seeds",
                    {"runner": "synthetic", "task": "copy", "seeds": 20, "size": "paper",
-                    "paradigm": p, **({"switch_step": "auto"} if p == "hybrid" else {})})
+                    "paradigm": p, **({"switch_step": "auto"} if p == "hybrid" else {})},
+                   parts=4)
               for p in ("ha", "lv", "hybrid")]
     return cells
 
@@ -123,7 +112,8 @@ def _small_cells():
     tiny = dict(runner="fcam", dataset="synthetic", m=3, protocol="authors", seeds=2,
                 n_train=20, n_test=10, epochs=2, width=0.25, batch_size=10)
     cells = [Cell(f"tiny-t1-synthetic-{p}", "table1", "tiny",
-                  f"synthetic images, m = 3, {p} (smoke cell)", dict(tiny, paradigm=p))
+                  f"synthetic images, m = 3, {p} (smoke cell)", dict(tiny, paradigm=p),
+                  parts=2 if p == "sa" else 1)
              for p in ("sa", "lv")]
     cells.append(Cell("tiny-synthetic-copy", "synthetic", "tiny", "copy task (smoke cell)",
                       {"runner": "synthetic", "task": "copy", "seeds": 2, "size": "tiny"}))
@@ -152,50 +142,71 @@ def all_cells():
 
 
 def get_cell(name):
+    """The cell ``name``, or its part for ``NAME@k`` (:func:`part_of`)."""
+    base, index = cell_parts.split_name(name)
     cells = all_cells()
-    if name not in cells:
-        raise InputError(f"unknown cell {name!r}: `attn-dyn cells list` names them",
+    if base not in cells:
+        raise InputError(f"unknown cell {base!r}: `attn-dyn cells list` names them",
                          param="cell")
-    return cells[name]
+    if index is not None:
+        return part_of(cells[base], index)
+    return cells[base]
 
 
-def finished(name, results_dir="results"):
-    """True when ``results_dir`` holds a complete record of cell ``name`` (one whose
-    seeds all ran to their protocol's end, none cut short by a time limit)."""
+def seed_count(cell):
+    """How many seeds ``cell`` trains (the protocol's, for a Table 1 cell)."""
+    if cell.settings["runner"] == "fcam":
+        return cell_runners.fcam_config(cell, data_dir=None, device="cpu").seeds
+    return cell.settings["seeds"]
+
+
+def part_of(cell, index):
+    """Part ``index`` (1-based) of ``cell``: the same settings on its block of seeds."""
+    if cell.parts < 2:
+        raise InputError(f"cell {cell.name} has no parts: run it whole", param="cell")
+    first, seeds = cell_parts.part_seeds(seed_count(cell), cell.parts, index)
+    seed_text = f"seed {first}" if seeds == 1 else f"seeds {first}-{first + seeds - 1}"
+    return replace(cell, name=cell_parts.part_name(cell.name, index), parts=1,
+                   title=f"{cell.title}, part {index} of {cell.parts} ({seed_text})",
+                   settings=dict(cell.settings, seeds=seeds, first_seed=first),
+                   part={"of": cell.name, "index": index, "parts": cell.parts,
+                         "first_seed": first, "seeds": seeds, "title": cell.title})
+
+
+def parts(cell):
+    """Every part of ``cell`` (itself alone when it has none)."""
+    return [part_of(cell, k) for k in range(1, cell.parts + 1)] if cell.parts > 1 else [cell]
+
+
+def _record(name, results_dir):
     from minimal_attn.experiments.results_store import cell_path
 
     path = cell_path(results_dir, name)
     if not os.path.isfile(path):
-        return False
+        return None
     with open(path) as f:
-        record = json.load(f)
-    return not any((record.get("result") or {}).get("time_limited", {}).values())
+        return json.load(f)
 
 
-def estimate_seconds(cell, card):
-    """Expected wall time of ``cell`` on ``card`` (h100, h200, cpu), from its work."""
-    if card not in THROUGHPUT:
-        raise InputError(f"card must be one of {', '.join(THROUGHPUT)}, got {card!r}",
-                         param="card")
-    s = cell.settings
-    if s["runner"] == "fcam":
-        c = cell_runners.fcam_config(cell, data_dir=None, device="cpu")
-        # training passes plus an evaluation of the test set every eval_every epochs
-        # (forward only: ~1/3 of a training pass)
-        work = c.seeds * c.epochs * (c.n_train + c.n_test / 3 / c.eval_every) * (c.m / 5)
-        batched = 1.0 if c.seeds >= 12 or card == "cpu" else c.seeds / 12
-        return work / (THROUGHPUT[card] * batched)
-    unit = UNIT_SECONDS[s["runner"]][card]
-    if s["runner"] == "hatexplain":
-        return s["seeds"] * s["epochs"] * unit
-    if s["runner"] == "agreement":
-        return 4 * {"classify": 4000, "translate": 20000}[s["task"]] * unit + 60
-    size = cell_runners.synthetic_size(s)
-    # HA and LV compute the output at every source position: a step cost 5-10x SA's on
-    # the CPU (examples/both_papers.py); the GPU's factor is not measured, 5 assumed
-    per_position = 1 if s.get("paradigm", "sa") == "sa" else 5
-    return (size["steps"] * unit * s["seeds"] / 20 * per_position
-            * (3 if s["task"] == "multihead" else 1))
+def finished(name, results_dir="results"):
+    """True when ``results_dir`` holds a complete record of cell ``name`` (one whose
+    seeds all ran to their protocol's end, none cut short by a time limit), or a
+    complete record of each of its parts."""
+    record = _record(name, results_dir)
+    if record is not None and cell_parts.complete(record):
+        return True
+    cell = get_cell(name)
+    return cell.parts > 1 and all(finished(p.name, results_dir) for p in parts(cell))
+
+
+def unfinished(results_dir="results", scale="paper"):
+    """The cells and parts of ``scale`` a GPU job should run next, in run order: each
+    unfinished cell, as its unfinished parts where it has parts."""
+    names = []
+    for cell in all_cells().values():
+        if cell.scale == scale and not finished(cell.name, results_dir):
+            names += [p.name for p in parts(cell) if not finished(p.name, results_dir)]
+    return names
 
 
 def run_cell(name, data_root, results_dir="results", work_root="runs/cells", device="auto",
@@ -231,6 +242,8 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
               "paper": cell.paper or None,
               "provenance": provenance(time.perf_counter() - t0, used,
                                        cell.settings.get("protocol"), command)}
+    if cell.part is not None:
+        record["part"] = dict(cell.part)
     write_cell(results_dir, record)
     return record
 

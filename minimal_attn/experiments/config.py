@@ -55,7 +55,8 @@ class ExperimentConfig:
     m: int = 5                                 # segments per mosaic
     paradigms: List[str] = field(default_factory=lambda: list(PARADIGMS))
     epochs: int = 10                           # the same for every paradigm (equal compute)
-    seeds: int = 1                             # training seeds 0..seeds-1
+    seeds: int = 1                             # training seeds first_seed..+seeds-1
+    first_seed: int = 0                        # the first seed (a cell's part: 3, 6, ...)
     n_train: int = 1000                        # training mosaics
     n_test: int = 500                          # test mosaics
     lr: Optional[Dict[str, float]] = None      # paradigm (or "all") -> lr; None: the table's
@@ -115,7 +116,8 @@ def check_config(c):
         raise InputError(f"backend {c.backend} does not train on dataset {c.dataset}: use "
                          f"backend {other} (numpy: linear FCAM on vector mosaics; torch: "
                          "CNN FCAM on image mosaics)", param="backend")
-    for name, low in (("m", 2), ("epochs", 1), ("seeds", 1), ("n_train", 1), ("n_test", 1),
+    for name, low in (("m", 2), ("epochs", 1), ("seeds", 1), ("first_seed", 0),
+                      ("n_train", 1), ("n_test", 1),
                       ("batch_size", 1), ("n_classes", 2), ("eval_every", 1),
                       ("checkpoint_every", 1)):
         _at_least(name, getattr(c, name), low)

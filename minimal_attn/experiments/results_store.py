@@ -29,6 +29,7 @@ import sys
 import numpy as np
 
 from minimal_attn.errors import InputError
+from minimal_attn.experiments.cell_parts import merge
 from minimal_attn.experiments.io import atomic_open, ensure_dir
 
 FORMAT = 1
@@ -111,6 +112,11 @@ def check_record(record, where):
         raise InputError(f"{where} has format {record['format']!r}, kind {record['kind']!r}, "
                          f"scale {record['scale']!r}; expected format {FORMAT}, kind one of "
                          f"{', '.join(KINDS)}, scale one of {', '.join(SCALES)}")
+    part = record.get("part")
+    if part is not None and (not isinstance(part, dict) or any(
+            k not in part for k in ("of", "index", "parts", "first_seed", "seeds", "title"))):
+        raise InputError(f"{where} has a malformed part entry (it needs of, index, parts, "
+                         "first_seed, seeds and title): delete it or rerun its cell part")
 
 
 def read_cells(results_dir):
@@ -140,8 +146,11 @@ def _pct(entry):
 
 def _short(record):
     p = record["provenance"]
-    commit = (p.get("commit") or "?")[:9] + ("+" if p.get("dirty") else "")
-    return f"{p.get('card')}, {p.get('date', '?')[:10]}, {commit}, {p.get('wall_seconds')} s"
+    commit = ",".join(c[:9] for c in (p.get("commit") or "?").split(","))
+    commit += "+" if p.get("dirty") else ""
+    parts = f", {len(p['parts'])} parts" if p.get("parts") else ""
+    return (f"{p.get('card')}, {p.get('date', '?')[:10]}, {commit}{parts}, "
+            f"{p.get('wall_seconds')} s")
 
 
 def _table1_order(record):
@@ -211,9 +220,11 @@ def _synthetic(records):
 
 
 def render(records):
-    """The Markdown tables of every record, by kind (V&R Table 1, Snell Table 2, synthetic)."""
+    """The Markdown tables of every record, by kind (V&R Table 1, Snell Table 2, synthetic);
+    the parts of a cell are joined into one row (:func:`.cell_parts.merge`)."""
     if not records:
         return "No cell has been run yet.\n"
+    records = merge(records)
     out = []
     for kind, heading, table in (("table1", "V&R Table 1 (test set, %)", _table1),
                                  ("table2", "Snell Table 2 (%)", _table2),
@@ -223,7 +234,7 @@ def render(records):
             out += [f"**{heading}**", ""] + table(mine) + [""]
     out.append("Scale `paper`: the paper's size; `cpu`: reduced to fit the 2-core machine; "
                "`tiny`: a smoke cell. 'run on': card, date, commit (+: uncommitted changes), "
-               "wall time.")
+               "wall time (summed over a cell's parts).")
     return "\n".join(out) + "\n"
 
 

@@ -1,0 +1,101 @@
+r"""How long a cell takes on a card: the estimate behind ``cells list`` and gpu_cells.sh.
+
+:func:`estimate_seconds` is the expected wall time of one cell (or part) alone on
+a card, from the work of the cell and measured step times. For a cell with a stop
+rule it is an upper bound: every seed is counted to its last allowed epoch.
+"""
+
+from minimal_attn.errors import InputError
+from minimal_attn.experiments import cell_runners
+
+#: One training step of the CNN FCAM with S seeds batched as one model (batch 100
+#: per seed, the authors' networks, Adam) in ms: ``fixed + per_seed * S * m / 5``.
+#: H200 (benchmarks/README.md, 2026-11-26, HA at m = 5): one seed alone 8.1 ms a
+#: step (12,364 mosaics/s), twelve batched 29.7 ms (40,406 mosaics/s), so
+#: 6.1 + 1.97 S. H100: the H200's times / 0.75 (memory bandwidth, 3.35 against
+#: 4.8 TB/s; not measured). cpu: the 2-core machine, one thread per run, about 350
+#: mosaics/s a seed (SA at width 1), no fixed part. A card shared by cells side by
+#: side (gpu_cells.sh --parallel 4: about 74,000 mosaics/s together at m = 5) runs
+#: each slower than this estimate of a cell alone.
+STEP_MS = {"h100": (8.1, 2.63), "h200": (6.1, 1.97), "cpu": (0.0, 286.0)}
+CARDS = tuple(STEP_MS)
+#: Seconds per unit of work of the other cells, from what was measured (rough):
+#: * hatexplain: one seed-epoch of the text FCAM (CPU: 4 paradigms x 3 seeds x 10
+#:   epochs took about 3.5 min; GPU: assumed 3x faster, not yet measured);
+#: * agreement: one step of one of the 4 models of a row (H200: 1,000 steps of the
+#:   SST-2 row did not finish in 120 s, so at least 0.03 s a step);
+#: * synthetic: one step of 20 seeds, both conditions (H200: `synthetic copy
+#:   --paper-size --seeds 20 --steps 500` took 66 s); the multi-head cell adds its
+#:   head screening (x 3).
+UNIT_SECONDS = {"hatexplain": {"h100": 0.6, "h200": 0.6, "cpu": 1.75},
+                "agreement": {"h100": 0.04, "h200": 0.03, "cpu": 0.5},
+                "synthetic": {"h100": 0.17, "h200": 0.13, "cpu": 6.0}}
+#: A job's working time: cells longer than this on a card need more than one job.
+JOB_SECONDS = 480
+
+
+def estimate_seconds(cell, card):
+    """Expected wall time of ``cell`` on ``card`` (h100, h200, cpu), from its work."""
+    if card not in CARDS:
+        raise InputError(f"card must be one of {', '.join(CARDS)}, got {card!r}",
+                         param="card")
+    s = cell.settings
+    if s["runner"] == "fcam":
+        c = cell_runners.fcam_config(cell, data_dir=None, device="cpu")
+        fixed, per_seed = STEP_MS[card]
+        step = (fixed + per_seed * c.seeds * c.m / 5) / 1000 * (c.batch_size / 100)
+        steps = c.epochs * -(-c.n_train // c.batch_size)
+        # plus a test evaluation every eval_every epochs (forward only: ~1/3 of a step)
+        return steps * step * (1 + c.n_test / (3 * c.eval_every * c.n_train))
+    unit = UNIT_SECONDS[s["runner"]][card]
+    if s["runner"] == "hatexplain":
+        return s["seeds"] * s["epochs"] * unit
+    if s["runner"] == "agreement":
+        return 4 * {"classify": 4000, "translate": 20000}[s["task"]] * unit + 60
+    size = cell_runners.synthetic_size(s)
+    # HA and LV compute the output at every source position: a step cost 5-10x SA's on
+    # the CPU (examples/both_papers.py); the GPU's factor is not measured, 5 assumed
+    per_position = 1 if s.get("paradigm", "sa") == "sa" else 5
+    return (size["steps"] * unit * s["seeds"] / 20 * per_position
+            * (3 if s["task"] == "multihead" else 1))
+
+
+def shared_slowdown(parallel):
+    """How much slower each of ``parallel`` cells side by side runs than alone: measured
+    once (H200, four 12-seed CIFAR-10 cells at m = 5 together at 74,000 mosaics/s
+    against 40,000 for one alone, a speed-up of 1.85) and taken linear in between."""
+    return parallel / (1 + 0.85 / 3 * (parallel - 1))
+
+
+def plan_job(estimates, budget, parallel=1, force=False, min_start=150):
+    """What a job of ``budget`` seconds would run: ``[(name, state)]`` for the
+    ``(name, seconds alone)`` pairs ``estimates``, in order, ``parallel`` at a time.
+
+    The rules of benchmarks/gpu_cells.sh: a cell starts in the first slot to come
+    free; the first ``parallel`` cells always start; a later one is skipped when
+    under 20 s are left, when it would not finish in the time left (its estimate
+    times :func:`shared_slowdown`; ``force`` lifts this rule) or when under
+    ``min_start`` seconds are left. A cell that runs takes its estimate, or what is
+    left of the budget, whichever is less.
+    """
+    free = [0.0] * parallel
+    slow = shared_slowdown(parallel)
+    rows, started = [], 0
+    for name, seconds in estimates:
+        slot = min(range(parallel), key=free.__getitem__)
+        left = budget - free[slot]
+        need = seconds * slow
+        if left < 20:
+            rows.append((name, "would not start (budget spent)"))
+            continue
+        if started >= parallel and not force and need > left:
+            rows.append((name, f"would skip (estimate {need:.0f} s over the {left:.0f} s left)"))
+            continue
+        if started >= parallel and left < min_start:
+            rows.append((name, f"would skip (only {left:.0f} s left)"))
+            continue
+        started += 1
+        free[slot] += min(need, left)
+        end = "" if need <= left else ", cut by the budget"
+        rows.append((name, f"would run from {budget - left:.0f} s{end}"))
+    return rows

@@ -1,0 +1,121 @@
+r"""A cell's seeds cut into parts that each fit one job, and the parts' records joined.
+
+Some cells do not fit one short GPU job with all their seeds: CIFAR-10 at m = 20
+trains twelve seeds of a network four times the work of m = 5 for up to 200
+epochs. Such a cell is run as *parts*: part ``k`` of ``n`` (the name
+``t1-cifar10-m20-authors-sa@3``) trains the ``k``-th contiguous block of the
+cell's seeds with the same data, settings and seed values the whole cell would
+use, so the parts add up to the cell across jobs and occasions (seeds batched as
+one model train as the separate runs do: tests/test_batched_seeds.py).
+
+Each part writes its own record, ``results/cells/<name>@<k>.json``, with a
+``part`` entry (``of``, ``index``, ``parts``, ``first_seed``, ``seeds``,
+``title``). :func:`merge` joins the parts of a cell into one record for the
+tables: per-seed metrics concatenated in seed order, their mean and spread
+recomputed, the provenance of every part kept, and the parts still missing
+named in the title so an incomplete cell never reads as a finished one.
+"""
+
+from minimal_attn.errors import InputError
+
+SEP = "@"
+
+
+def split_name(name):
+    """``(cell name, part index)`` of ``name``; the index is None for a whole cell."""
+    base, sep, index = name.partition(SEP)
+    if not sep:
+        return name, None
+    if not index.isdigit() or int(index) < 1:
+        raise InputError(f"cell part {name!r}: a part is named CELL{SEP}K with K = 1, 2, ... "
+                         "(`attn-dyn cells list` names the cells and their parts)",
+                         param="cell")
+    return base, int(index)
+
+
+def part_name(name, index):
+    return f"{name}{SEP}{index}"
+
+
+def part_seeds(seeds, parts, index):
+    """``(first seed, number of seeds)`` of part ``index`` (1-based) of ``parts``."""
+    if seeds % parts:
+        raise ValueError(f"{seeds} seeds do not split into {parts} equal parts")
+    if not 1 <= index <= parts:
+        raise InputError(f"part {index} does not exist: this cell has parts 1..{parts}",
+                         param="cell")
+    size = seeds // parts
+    return (index - 1) * size, size
+
+
+def complete(record):
+    """True when no seed of ``record`` was cut short and, for a joined record, every
+    part is present."""
+    result = record.get("result") or {}
+    if any((result.get("time_limited") or {}).values()):
+        return False
+    joined = record.get("parts")
+    return joined is None or len(joined["present"]) == joined["of"]
+
+
+def merge(records):
+    """The records as the tables show them: every whole cell's record, plus one joined
+    record per cell that has part records and no complete whole record."""
+    wholes = {r["cell"]: r for r in records if "part" not in r}
+    groups = {}
+    for r in records:
+        if "part" in r:
+            groups.setdefault(r["part"]["of"], []).append(r)
+    out = list(wholes.values())
+    for name, parts in sorted(groups.items()):
+        if name in wholes and complete(wholes[name]):
+            continue
+        out.append(join(name, sorted(parts, key=lambda r: r["part"]["index"])))
+    return out
+
+
+def join(name, parts):
+    """One record of cell ``name`` from its part records (sorted by index)."""
+    from minimal_attn.experiments.results_store import summarise
+
+    first, n = parts[0], parts[0]["part"]["parts"]
+    present = [p["part"]["index"] for p in parts]
+    title = first["part"]["title"]
+    if len(present) < n:
+        title += f" (**parts {', '.join(map(str, present))} of {n}**)"
+    results = [p["result"] for p in parts]
+    if first["kind"] == "table1":
+        result = {split: {k: summarise([v for r in results for v in r[split][k]["per_seed"]])
+                          for k in ("accuracy", "saif")} for split in ("train", "test")}
+        result["train_seconds"] = sum(r.get("train_seconds") or 0.0 for r in results)
+        for key in ("stopped_epochs", "epochs_run", "time_limited"):
+            result[key] = {seed: v for r in results for seed, v in (r.get(key) or {}).items()}
+    else:                                            # synthetic: fractions over seeds
+        result = {"conditions": {}}
+        for cond in results[0]["conditions"]:
+            entries = [r["conditions"][cond] for r in results]
+            seeds = sum(e["seeds"] for e in entries)
+            result["conditions"][cond] = {"seeds": seeds, **{
+                f: sum(e[f] * e["seeds"] for e in entries) / seeds
+                for f in ("converged_fraction", "failed_fraction")}}
+    settings = dict(first["settings"], seeds=sum(p["part"]["seeds"] for p in parts))
+    settings.pop("first_seed", None)
+    return {"format": first["format"], "cell": name, "kind": first["kind"],
+            "scale": first["scale"], "title": title, "settings": settings, "result": result,
+            "paper": first.get("paper"), "parts": {"present": present, "of": n},
+            "provenance": _provenance([p["provenance"] for p in parts])}
+
+
+def _provenance(provs):
+    """The parts' provenance in one: each distinct card and commit, the latest date,
+    the wall time summed, dirty when any part was."""
+    def distinct(key, short=None):
+        seen = [p.get(key) or "?" for p in provs]
+        return ",".join(dict.fromkeys(s[:short] if short else s for s in seen))
+
+    dirty = [p.get("dirty") for p in provs]
+    return {"card": distinct("card"), "commit": distinct("commit", 9),
+            "dirty": True if any(dirty) else (None if None in dirty else False),
+            "date": max(p.get("date") or "?" for p in provs),
+            "wall_seconds": round(sum(p.get("wall_seconds") or 0.0 for p in provs), 1),
+            "parts": provs}

@@ -1,0 +1,162 @@
+"""A cell's parts: each trains its block of the seeds as the whole cell would, writes its
+own record, and the tables join the parts into one row that says which are missing."""
+
+import json
+import statistics
+
+import pytest
+from click.testing import CliRunner
+
+from minimal_attn.cli.main import cli
+from minimal_attn.errors import InputError
+from minimal_attn.experiments import cell_parts, cells, results_store
+from minimal_attn.experiments.cell_costs import plan_job, shared_slowdown
+
+
+def test_part_names_and_their_seeds():
+    part = cells.get_cell("t1-cifar10-m5-authors-ha@2")
+    assert part.settings["first_seed"] == 3 and part.settings["seeds"] == 3
+    assert part.part == {"of": "t1-cifar10-m5-authors-ha", "index": 2, "parts": 4,
+                         "first_seed": 3, "seeds": 3,
+                         "title": cells.get_cell("t1-cifar10-m5-authors-ha").title}
+    assert "seeds 3-5" in part.title
+    # the parts of a cell cover its seeds once each, in order
+    for name in ("t1-cifar10-m5-paper-lv", "t1-cifar10-m20-authors-sa", "permute-copy-hybrid"):
+        whole = cells.get_cell(name)
+        seeds = [s for p in cells.parts(whole) for s in range(
+            p.settings["first_seed"], p.settings["first_seed"] + p.settings["seeds"])]
+        assert seeds == list(range(cells.seed_count(whole))), name
+    for bad, match in (("t1-cifar10-m5-authors-ha@5", "parts 1..4"),
+                       ("t1-cifar10-m5-authors-ha@0", "CELL@K"),
+                       ("t1-cifar10-m5-authors-ha@x", "CELL@K"),
+                       ("t2-sst2@1", "no parts"), ("t9@1", "unknown cell")):
+        with pytest.raises(InputError, match=match):
+            cells.get_cell(bad)
+
+
+def _part(name, index, parts, per_seed, epochs, cut=(), commit="a" * 40, card="H200"):
+    """A hand-made part record of a Table 1 cell: per_seed test SAIF and accuracy."""
+    first = (index - 1) * len(per_seed)
+    seeds = [str(first + i) for i in range(len(per_seed))]
+    stat = {"per_seed": per_seed, "mean": 0.0, "std": 0.0}   # joined means are recomputed
+    return {"format": 1, "cell": f"{name}@{index}", "kind": "table1", "scale": "paper",
+            "title": f"T, part {index}", "settings": {"m": 5, "seeds": len(per_seed),
+                                                      "first_seed": first},
+            "result": {"train": {"accuracy": stat, "saif": stat},
+                       "test": {"accuracy": stat, "saif": stat}, "train_seconds": 10.0,
+                       "stopped_epochs": dict(zip(seeds, epochs)),
+                       "epochs_run": dict(zip(seeds, epochs)),
+                       "time_limited": {s: s in cut for s in seeds}},
+            "paper": {"saif": 37.8, "accuracy": 63.3},
+            "part": {"of": name, "index": index, "parts": parts, "first_seed": first,
+                     "seeds": len(per_seed), "title": "T"},
+            "provenance": {"card": card, "commit": commit, "dirty": False,
+                           "date": f"2026-11-2{index}T00:00:00+00:00", "wall_seconds": 100.0}}
+
+
+def test_joined_parts_recompute_mean_and_spread_over_all_seeds():
+    values = [[0.5, 0.25], [0.75, 1.0], [0.125, 0.375]]
+    records = [_part("c", k + 1, 3, v, [30 + k, 31 + k]) for k, v in enumerate(values)]
+    records[2]["provenance"]["commit"] = "b" * 40
+    [joined] = cell_parts.merge(records[::-1])                 # order on disk does not matter
+    flat = [x for v in values for x in v]
+    saif = joined["result"]["test"]["saif"]
+    assert saif["per_seed"] == flat
+    assert saif["mean"] == pytest.approx(statistics.mean(flat))
+    assert saif["std"] == pytest.approx(statistics.stdev(flat))
+    assert joined["result"]["epochs_run"] == {"0": 30, "1": 31, "2": 31, "3": 32, "4": 32,
+                                              "5": 33}
+    assert joined["parts"] == {"present": [1, 2, 3], "of": 3}
+    assert joined["title"] == "T" and cell_parts.complete(joined)
+    p = joined["provenance"]
+    assert p["wall_seconds"] == 300.0 and p["commit"] == "a" * 9 + "," + "b" * 9
+    assert p["date"].startswith("2026-11-23") and len(p["parts"]) == 3
+    assert "seeds" not in joined["settings"] or joined["settings"]["seeds"] == 6
+
+
+def test_a_missing_or_cut_part_leaves_the_cell_unfinished_and_says_so():
+    two = [_part("c", 1, 3, [0.5], [30]), _part("c", 3, 3, [0.25], [31], cut={"2"})]
+    [joined] = cell_parts.merge(two)
+    assert "**parts 1, 3 of 3**" in joined["title"] and not cell_parts.complete(joined)
+    text = results_store.render(two)
+    assert "parts 1, 3 of 3" in text and "1 cut by time limit" in text
+    assert "2 parts" in text                                      # the provenance column
+    # a complete whole record wins over parts; a partial one is shown beside them
+    whole = dict(_part("c", 1, 1, [0.5, 0.5, 0.5], [30] * 3), cell="c", title="whole")
+    del whole["part"]
+    assert cell_parts.merge(two + [whole]) == [whole]
+    whole["result"]["time_limited"]["0"] = True
+    assert len(cell_parts.merge(two + [whole])) == 2
+
+
+def test_synthetic_parts_add_their_fractions_by_seeds():
+    def rec(k, seeds, converged):
+        return {"kind": "synthetic", "format": 1, "scale": "paper", "title": f"P{k}",
+                "settings": {}, "cell": f"p@{k}",
+                "result": {"conditions": {"permutation": {
+                    "seeds": seeds, "converged_fraction": converged / seeds,
+                    "failed_fraction": 1 - converged / seeds}}},
+                "part": {"of": "p", "index": k, "parts": 2, "first_seed": 0,
+                         "seeds": seeds, "title": "P"},
+                "provenance": {"card": "H100", "commit": "c" * 40, "date": "2026",
+                               "wall_seconds": 1.0}}
+
+    [joined] = cell_parts.merge([rec(1, 5, 1), rec(2, 5, 4)])
+    c = joined["result"]["conditions"]["permutation"]
+    assert c["seeds"] == 10 and c["converged_fraction"] == pytest.approx(0.5)
+    assert c["failed_fraction"] == pytest.approx(0.5)
+
+
+def test_tiny_parts_train_their_seeds_as_the_whole_cell_does(tmp_path, torch_one_thread):
+    """Part 2 of the tiny cell trains seed 1 alone; the whole cell trains seeds 0 and 1
+    as one batched model: seed 1's numbers agree, and the joined parts are finished."""
+    pytest.importorskip("torch")
+    results = tmp_path / "r"
+    whole = cells.run_cell("tiny-t1-synthetic-sa", None, str(tmp_path / "whole"),
+                           str(tmp_path / "w"), device="cpu")
+    assert not cells.finished("tiny-t1-synthetic-sa", str(results))
+    one = cells.run_cell("tiny-t1-synthetic-sa@1", None, str(results), str(tmp_path / "w"),
+                         device="cpu")
+    assert not cells.finished("tiny-t1-synthetic-sa", str(results))      # part 2 missing
+    assert cells.unfinished(str(results), scale="tiny")[0] == "tiny-t1-synthetic-sa@2"
+    two = cells.run_cell("tiny-t1-synthetic-sa@2", None, str(results), str(tmp_path / "w"),
+                         device="cpu")
+    assert cells.finished("tiny-t1-synthetic-sa", str(results))
+    assert "tiny-t1-synthetic-sa@2" not in cells.unfinished(str(results), scale="tiny")
+    assert one["part"]["first_seed"] == 0 and two["part"]["first_seed"] == 1
+    assert two["settings"]["first_seed"] == 1 and two["settings"]["seeds"] == 1
+    for split in ("train", "test"):
+        for k in ("accuracy", "saif"):
+            assert [one["result"][split][k]["per_seed"][0],
+                    two["result"][split][k]["per_seed"][0]] == pytest.approx(
+                whole["result"][split][k]["per_seed"], abs=1e-9), (split, k)
+    saved = json.loads((results / "cells" / "tiny-t1-synthetic-sa@2.json").read_text())
+    assert saved["part"]["of"] == "tiny-t1-synthetic-sa"
+    text = results_store.render(results_store.read_cells(str(results)))
+    assert text.count("synthetic images, m = 3, sa (smoke cell)") == 1 and "2 parts" in text
+
+
+def test_a_job_plan_follows_the_scripts_rules():
+    # one at a time, 300 s: a (100 s) runs, b (250 s) would not fit the 200 s left and
+    # is skipped, c (150 s) runs; then 50 s are left, under min_start
+    rows = plan_job([("a", 100), ("b", 250), ("c", 150), ("d", 10)], 300, min_start=60)
+    assert [s.split(" (")[0] for _, s in rows] == [
+        "would run from 0 s", "would skip", "would run from 100 s", "would skip"]
+    assert "only 50 s left" in rows[3][1]
+    # two at a time: the first two always start, even when longer than the budget
+    rows = plan_job([("a", 400), ("b", 10), ("c", 10)], 300, parallel=2, min_start=0)
+    slow = shared_slowdown(2)
+    assert rows[0][1] == "would run from 0 s, cut by the budget"
+    assert rows[2][1] == f"would run from {10 * slow:.0f} s"
+    assert shared_slowdown(1) == 1 and shared_slowdown(4) == pytest.approx(4 / 1.85)
+
+
+def test_cells_list_gives_parts_and_a_part_runs_from_the_command_line(tmp_path):
+    runner = CliRunner()
+    rows = json.loads(runner.invoke(cli, ["cells", "list", "--json"]).output)
+    row = next(r for r in rows if r["cell"] == "t1-cifar10-m20-authors-sa")
+    assert row["parts"] == 12
+    assert row["minutes"]["h100"] < row["minutes_whole"]["h100"] / 6
+    r = runner.invoke(cli, ["cells", "run", "t1-cifar10-m5-authors-sa@9",
+                            "--results", str(tmp_path / "r")])
+    assert r.exit_code == 2 and "parts 1..4" in r.output and not (tmp_path / "r").exists()
