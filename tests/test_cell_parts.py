@@ -87,6 +87,11 @@ def test_a_missing_or_cut_part_leaves_the_cell_unfinished_and_says_so():
     assert cell_parts.merge(two + [whole]) == [whole]
     whole["result"]["time_limited"]["0"] = True
     assert len(cell_parts.merge(two + [whole])) == 2
+    # ... and complete parts win over a partial whole record
+    three = two + [_part("c", 2, 3, [0.75], [32])]
+    three[1]["result"]["time_limited"]["2"] = False
+    [joined] = cell_parts.merge(three + [whole])
+    assert joined["parts"] == {"present": [1, 2, 3], "of": 3} and joined["title"] == "T"
 
 
 def test_synthetic_parts_add_their_fractions_by_seeds():

@@ -59,18 +59,21 @@ def complete(record):
 
 
 def merge(records):
-    """The records as the tables show them: every whole cell's record, plus one joined
-    record per cell that has part records and no complete whole record."""
+    """The records as the tables show them: one row per cell. A complete record wins
+    (the whole cell's, else its joined parts); while neither is complete, a partial
+    whole record and the joined parts are shown side by side."""
     wholes = {r["cell"]: r for r in records if "part" not in r}
     groups = {}
     for r in records:
         if "part" in r:
             groups.setdefault(r["part"]["of"], []).append(r)
-    out = list(wholes.values())
+    out = [r for name, r in wholes.items() if name not in groups or complete(r)]
     for name, parts in sorted(groups.items()):
-        if name in wholes and complete(wholes[name]):
+        whole = wholes.get(name)
+        if whole is not None and complete(whole):
             continue
-        out.append(join(name, sorted(parts, key=lambda r: r["part"]["index"])))
+        joined = join(name, sorted(parts, key=lambda r: r["part"]["index"]))
+        out += [joined] if complete(joined) or whole is None else [whole, joined]
     return out
 
 
