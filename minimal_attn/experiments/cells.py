@@ -93,7 +93,8 @@ def _snell_cells():
              for d, task in (("sst2", "classify"), ("multi30k", "translate"))]
     cells += [Cell("permute-copy", "synthetic", "paper",
                    "permutation copy vs its control (Sec. 3.3), 20 seeds",
-                   {"runner": "synthetic", "task": "copy", "seeds": 20, "size": "paper"}),
+                   {"runner": "synthetic", "task": "copy", "seeds": 20, "size": "paper"},
+                   parts=2),
               Cell("multihead-8", "synthetic", "paper",
                    "multi-head rescue (Sec. 5.2, Fig. 6), 8 heads",
                    {"runner": "synthetic", "task": "multihead", "seeds": 20, "heads": 8,
