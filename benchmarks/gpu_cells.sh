@@ -18,8 +18,9 @@
 # stops training MARGIN (60) s before the budget ends and records its seeds as cut short
 # (a partial record, marked so in the tables); other cells are stopped at the budget.
 # Each finished cell writes results/cells/NAME.json; at the end all records go into
-# $OUT/cells_results.tar.gz (when $OUT is set) with a summary, to unpack here with
-# `tar xzf cells_results.tar.gz` in the repository, then `attn-dyn cells report`.
+# $OUT/cells_results.tar.gz (when $OUT is set) with a summary, to bring home here with
+# `attn-dyn cells import cells_results.tar.gz` (it keeps a complete record over a partial
+# one), then `attn-dyn cells report`.
 # --dry-run lists the cells, their estimated minutes on --card and what would run.
 # GPU_CELLS_DEVICE=cpu runs the same path on the CPU (a smoke test with tiny-* cells).
 set -u

@@ -35,6 +35,7 @@ def cells():
       attn-dyn cells list --card h100
       attn-dyn cells run tiny-t1-synthetic-sa
       attn-dyn cells run t1-cifar10-m5-authors-sa --data-root DATA --device cuda
+      attn-dyn cells import cells_results.tar.gz   # what a GPU job returned
       attn-dyn cells report
     """
 
@@ -112,6 +113,25 @@ def plot(names, work, path, title):
     """Plot mean a_z and training loss per epoch of the Table 1 cells NAMES."""
     lib.plot_cells(names, work, path, title)
     click.echo(f"wrote {path}")
+
+
+@cells.command("import")
+@click.argument("source", type=click.Path())
+@click.option("--results", "results_dir", type=click.Path(file_okay=False),
+              default=RESULTS, show_default=True, help="The results store.")
+def import_cells(source, results_dir):
+    """Copy the records a GPU job returned (SOURCE: its cells_results.tar.gz, or a
+    folder of records) into the store.
+
+    Every record is checked before any is written; a complete record already in
+    the store is kept when the incoming one is partial. Then run `attn-dyn cells
+    report` to regenerate the tables.
+    """
+    from minimal_attn.experiments.results_import import import_records
+
+    for name, what in import_records(source, results_dir):
+        click.echo(f"{name}: {what}")
+    click.echo("next: attn-dyn cells report")
 
 
 @cells.command("report")

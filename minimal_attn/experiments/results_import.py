@@ -1,0 +1,97 @@
+r"""Bring cell records home from a GPU job without losing a better one already here.
+
+A GPU job hands its records back as ``cells_results.tar.gz`` (benchmarks/gpu_cells.sh).
+Unpacking it over ``results/cells`` with ``tar`` would let a record cut short by a
+time limit replace a complete record of the same cell from an earlier job.
+:func:`import_records` reads every record of the archive (or folder) first and
+refuses the whole import, writing nothing, if one of them is not a cell record;
+then it writes each record unless the store already holds a complete record of
+that cell and the incoming one is partial.
+"""
+
+import json
+import os
+import tarfile
+
+from minimal_attn.errors import InputError
+from minimal_attn.experiments.cell_parts import complete
+from minimal_attn.experiments.results_store import cell_path, check_record, write_cell
+
+
+def _read_archive(path):
+    try:
+        with tarfile.open(path, "r:*") as tar:
+            members = [m for m in tar.getmembers()
+                       if m.isfile() and m.name.endswith(".json")
+                       and os.path.basename(os.path.dirname(m.name)) == "cells"]
+            return [(f"{path}:{m.name}", tar.extractfile(m).read()) for m in members]
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        raise InputError(f"{path} is not a readable tar archive ({type(exc).__name__}): "
+                         "fetch cells_results.tar.gz again", param="source") from None
+
+
+def _read_folder(path):
+    folder = os.path.join(path, "cells") if os.path.isdir(os.path.join(path, "cells")) \
+        else path
+    out = []
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".json"):
+            with open(os.path.join(folder, name), "rb") as f:
+                out.append((os.path.join(folder, name), f.read()))
+    return out
+
+
+def read_incoming(source):
+    """Every cell record in ``source`` (a .tar.gz of results/cells/*.json, or a folder
+    of records), each checked; raises InputError naming the first bad one."""
+    if not os.path.exists(source):
+        raise InputError(f"{source} does not exist: give the cells_results.tar.gz a GPU "
+                         "job returned, or a folder of cell records", param="source")
+    raw = _read_folder(source) if os.path.isdir(source) else _read_archive(source)
+    if not raw:
+        raise InputError(f"{source} holds no cell records (results/cells/*.json)",
+                         param="source")
+    records = []
+    for where, data in raw:
+        try:
+            record = json.loads(data)
+        except ValueError:
+            raise InputError(f"{where} is not JSON: nothing was imported; fetch the "
+                             "archive again", param="source") from None
+        check_record(record, where)
+        if os.path.basename(where.split(":")[-1]) != f"{record['cell']}.json":
+            raise InputError(f"{where} holds the record of cell {record['cell']!r}: nothing "
+                             "was imported; rename it or fetch the archive again",
+                             param="source")
+        records.append(record)
+    return records
+
+
+def import_records(source, results_dir="results"):
+    """Copy the records of ``source`` into ``results_dir``; ``[(cell, what happened)]``.
+
+    A complete record already here is never replaced by a partial one (one whose
+    seeds a time limit cut short); otherwise the incoming record wins. Nothing is
+    written unless every incoming record reads as a cell record.
+    """
+    done = []
+    for record in read_incoming(source):
+        path = cell_path(results_dir, record["cell"])
+        old = None
+        if os.path.isfile(path):
+            with open(path) as f:
+                try:
+                    old = json.load(f)
+                except ValueError:
+                    old = None                        # a damaged record here: replace it
+        if old is not None and complete(old) and not complete(record):
+            done.append((record["cell"], "kept the complete record here (incoming is "
+                                         "partial)"))
+            continue
+        if old == record:
+            done.append((record["cell"], "unchanged"))
+            continue
+        write_cell(results_dir, record)
+        state = "partial" if not complete(record) else "complete"
+        done.append((record["cell"], ("replaced" if old is not None else "new") + f", {state}"))
+    return done

@@ -1,0 +1,82 @@
+"""attn-dyn cells import: records a GPU job returned come home checked, all or none,
+and a partial record never replaces a complete one."""
+
+import io
+import json
+import tarfile
+
+import pytest
+from click.testing import CliRunner
+
+from minimal_attn.cli.main import cli
+from minimal_attn.errors import InputError
+from minimal_attn.experiments.results_import import import_records
+from minimal_attn.experiments.results_store import cell_path, write_cell
+
+
+def _record(name, cut=False, accuracy=0.5):
+    stat = {"per_seed": [accuracy], "mean": accuracy, "std": 0.0}
+    return {"format": 1, "cell": name, "kind": "table1", "scale": "paper", "title": name,
+            "settings": {}, "provenance": {"card": "H200", "commit": "c" * 40},
+            "result": {"train": {"accuracy": stat, "saif": stat},
+                       "test": {"accuracy": stat, "saif": stat},
+                       "time_limited": {"0": cut}}}
+
+
+def _archive(path, members):
+    with tarfile.open(path, "w:gz") as tar:
+        for name, obj in members.items():
+            data = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
+            info = tarfile.TarInfo(f"results/cells/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return str(path)
+
+
+def _read(results, name):
+    with open(cell_path(str(results), name)) as f:
+        return json.load(f)
+
+
+def test_a_partial_record_never_replaces_a_complete_one(tmp_path):
+    results = tmp_path / "results"
+    write_cell(str(results), _record("a", accuracy=0.7))          # complete, here already
+    write_cell(str(results), _record("b", cut=True))              # partial, here already
+    source = _archive(tmp_path / "x.tar.gz", {
+        "a.json": _record("a", cut=True, accuracy=0.1), "b.json": _record("b", accuracy=0.9),
+        "c@2.json": _record("c@2", cut=True)})
+    done = dict(import_records(source, str(results)))
+    assert done["a"].startswith("kept")
+    assert _read(results, "a")["result"]["test"]["accuracy"]["mean"] == 0.7
+    assert done["b"] == "replaced, complete" and _read(results, "b")["result"]["test"][
+        "accuracy"]["mean"] == 0.9
+    assert done["c@2"] == "new, partial"
+    assert dict(import_records(source, str(results)))["b"] == "unchanged"
+    # a folder of records imports the same way
+    other = tmp_path / "other"
+    assert dict(import_records(str(results), str(other))) == {
+        "a": "new, complete", "b": "new, complete", "c@2": "new, partial"}
+
+
+@pytest.mark.parametrize("bad, match", [
+    (b"{not json", "not JSON"),
+    (json.dumps({"cell": "z"}).encode(), "not a cell record"),
+    (json.dumps(_record("y")).encode(), "holds the record of cell 'y'")])
+def test_one_bad_record_imports_nothing(tmp_path, bad, match):
+    results = tmp_path / "results"
+    source = _archive(tmp_path / "x.tar.gz", {"a.json": _record("a"), "z.json": bad})
+    with pytest.raises(InputError, match=match):
+        import_records(source, str(results))
+    assert not results.exists()
+
+
+def test_the_import_command(tmp_path):
+    runner = CliRunner()
+    source = _archive(tmp_path / "x.tar.gz", {"a.json": _record("a")})
+    r = runner.invoke(cli, ["cells", "import", source, "--results", str(tmp_path / "r")])
+    assert r.exit_code == 0 and "a: new, complete" in r.output and "cells report" in r.output
+    for bad in (str(tmp_path / "missing.tar.gz"), str(tmp_path / "x.txt")):
+        (tmp_path / "x.txt").write_text("plain text")
+        r = runner.invoke(cli, ["cells", "import", bad, "--results", str(tmp_path / "s")])
+        assert r.exit_code == 2 and r.output.count("Error:") == 1, r.output
+        assert "Traceback" not in r.output and not (tmp_path / "s").exists()
