@@ -19,9 +19,22 @@ too: on a busy shared CPU they are less disturbed by other jobs than wall time.
 
     python benchmarks/bench_batched_seeds.py --width 0.25 --n-train 200 --epochs 1
     python benchmarks/bench_batched_seeds.py --device cuda --seeds 12 --n-train 2000 --epochs 2
+
+``--profile``: no timing; one training step of the batched model (after two
+warm-up steps) under ``torch.profiler``, cut into data (the batch's gather),
+forward (losses and per-seed bookkeeping), backward and the optimizer step. Per
+part it prints the aten operators dispatched (all, and the outermost ones: a
+call from Python or autograd, not counting the operators it calls inside) and,
+on CUDA, the kernels launched; then the most frequent outermost operators. On
+the CPU the whole batch goes through each network in one call (``--chunk``
+defaults to B*m there), as on a GPU, so the counts are the GPU's launches' proxy:
+
+    python benchmarks/bench_batched_seeds.py --profile --seeds 12 --batch 100 \
+        --optimizer adam --classifier lenet --modes grouped_nchw
 """
 
 import argparse
+import collections
 import sys
 import time
 
@@ -61,6 +74,92 @@ def timed(fn, config, seeds, splits, device):
     return time.perf_counter() - start, time.process_time() - cpu
 
 
+def _outermost_aten(events):
+    """The aten events of ``events`` that no other aten event encloses."""
+    def inner(e):
+        parent = e.cpu_parent
+        while parent is not None:
+            if parent.name.startswith("aten::"):
+                return True
+            parent = parent.cpu_parent
+        return False
+    return [e for e in events if e.name.startswith("aten::") and not inner(e)]
+
+
+#: aten operators that only make a new view or an empty tensor: no kernel on a GPU.
+NO_KERNEL = {"aten::" + name for name in (
+    "view alias reshape _reshape_alias _unsafe_view transpose t permute expand unsqueeze "
+    "squeeze select slice narrow as_strided split unbind detach lift_fresh empty "
+    "empty_strided new_empty_strided resize_ _to_copy_noop to").split()}
+
+
+def count_ops(prof):
+    """(aten ops dispatched, outermost aten ops, leaf compute ops, CUDA kernels, Counter of
+    outermost names). Leaf compute ops: aten ops not in :data:`NO_KERNEL` that call no
+    other such op (on the CPU, the proxy of a GPU's kernel launches)."""
+    from torch.autograd import DeviceType
+
+    events = prof.events()
+    aten = [e for e in events if e.name.startswith("aten::")
+            and e.device_type == DeviceType.CPU]
+    top = _outermost_aten(aten)
+    def computes(e):                  # e or an operator it calls does arithmetic
+        return e.name.startswith("aten::") and (e.name not in NO_KERNEL
+                                                or any(map(computes, e.cpu_children)))
+    leaves = [e for e in aten if e.name not in NO_KERNEL
+              and not any(map(computes, e.cpu_children))]
+    kernels = sum(1 for e in events if e.device_type == DeviceType.CUDA)
+    return (len(aten), len(top), len(leaves), kernels,
+            collections.Counter(e.name for e in top))
+
+
+def profile_step(config, seeds, splits, mode, device, top=12):
+    """Operators (and CUDA kernels) of one batched training step, part by part."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from minimal_attn.backends.vr.batched_train import BatchedSeeds
+
+    trainer = BatchedSeeds([TrainConfig(**{**vars(config), "seed": s}) for s in seeds],
+                           splits.train, splits.test, mode)
+    phase = "sa" if config.paradigm == "hybrid" else config.paradigm
+    picks, lrs = trainer._groups([phase] * len(seeds)), [1e-3] * len(seeds)
+    gen = torch.Generator().manual_seed(0)
+    idx = torch.stack([torch.randperm(trainer.stores["train"].n, generator=gen)[:config.batch_size]
+                       for _ in seeds]).to(device)                     # (S, B)
+    sums = torch.zeros(len(seeds), 3, dtype=torch.float64, device=device)
+    state = {}
+    parts = {"data": lambda: state.update(batch=trainer.batch(idx)),
+             "forward": lambda: state.update(total=trainer.forward(*state["batch"], picks,
+                                                                   sums)),
+             "backward": lambda: state["total"].backward(),
+             "optimizer": lambda: trainer.optimizer.step(lrs)}
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA]
+                                           if device.type == "cuda" else [])
+    for warm in (True, True, False):
+        trainer.optimizer.zero_grad()
+        counts = {}
+        for name, part in parts.items():
+            if warm:
+                part()
+                continue
+            with profile(activities=activities) as prof:
+                part()
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+            counts[name] = count_ops(prof)
+    print(f"one step, {len(seeds)} seeds, paradigm {phase}, mode {mode}, "
+          f"chunk {config.chunk}, {config.optimizer}, {config.classifier} classifier, "
+          f"batch {config.batch_size}, m={trainer.m}, torch {torch.__version__}, {device}")
+    cuda = device.type == "cuda"
+    print(f"{'part':<12}{'aten ops':>10}{'outermost':>11}{'leaf compute':>14}"
+          f"{'CUDA kernels':>14}")
+    for name, (n_all, n_top, n_leaf, n_kernels, _) in list(counts.items()) + [
+            ("step", [sum(c[i] for c in counts.values()) for i in range(4)] + [None])]:
+        print(f"{name:<12}{n_all:>10}{n_top:>11}{n_leaf:>14}{n_kernels if cuda else '-':>14}")
+    for name, (*_, names) in counts.items():
+        print(f"{name}: " + ", ".join(f"{op[6:]} {n}" for op, n in names.most_common(top)))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:K")
@@ -79,6 +178,11 @@ def main():
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     parser.add_argument("--optimizer", default="sgd", choices=("sgd", "adam"))
     parser.add_argument("--classifier", default="paper", choices=("paper", "lenet"))
+    parser.add_argument("--chunk", type=int, default=None,
+                        help="images per network call (default: by device; with --profile "
+                             "B*m, the whole batch, as on a GPU)")
+    parser.add_argument("--profile", action="store_true",
+                        help="count the operators of one training step (no timing)")
     args = parser.parse_args()
     try:
         device = tb.get_device(args.device)
@@ -88,12 +192,18 @@ def main():
     torch.set_num_threads(args.threads)
     modes = (args.modes or ("grouped,grouped_nchw,loop" if device.type == "cuda"
                           else "loop")).split(",")
-    splits = load_mosaic_splits("synthetic", args.m, args.n_train, args.n_test)
     seeds = list(range(args.seeds))
     config = TrainConfig(paradigm=args.paradigm, epochs=args.epochs, batch_size=args.batch,
                          width=args.width, device=str(device), switch_epoch=args.epochs // 2,
                          optimizer=args.optimizer, classifier=args.classifier,
-                         focus_init="mirror" if args.optimizer == "adam" else "zero")
+                         focus_init="mirror" if args.optimizer == "adam" else "zero",
+                         chunk=args.chunk if args.chunk or not args.profile
+                         else args.batch * args.m)
+    if args.profile:
+        splits = load_mosaic_splits("synthetic", args.m, max(args.n_train, args.batch), 1)
+        profile_step(config, seeds, splits, modes[0], device)
+        return
+    splits = load_mosaic_splits("synthetic", args.m, args.n_train, args.n_test)
     variants = {"sequential": sequential}
     variants.update({f"batched ({mode})": batched(mode) for mode in modes})
 
