@@ -1,0 +1,118 @@
+r"""Stacked (S, ...) parameters as views into one flat buffer, for whole-buffer optimiser steps.
+
+Used by :mod:`.stacked_optimizers` (the seeds of :class:`.batched.BatchedFCAM`,
+Vashisht & Ramaswamy 2023, Appendix A.2). An elementwise optimiser step over
+P parameters costs several operators per parameter, each a kernel launch on a
+GPU; with every parameter a view into one contiguous buffer (per device and
+dtype), and the optimiser state laid out the same way, a step is a handful of
+operators over the whole buffer, whatever P is.
+
+Layout: parameter i's S seed slices (its own (S, ...) tensor, contiguous) sit
+at ``offsets[i]``, each start rounded up to :data:`ALIGN` elements so that every
+view starts on a 256-byte boundary (vectorised GPU kernels need aligned
+starts); the gaps hold zeros and keep them, since their gradient is zero.
+``seed_of`` gives each element's seed, so a per-seed factor (S,) becomes a
+per-element one by one ``index_select``.
+
+The parameters stay the same Python objects (the model keeps its references):
+their ``.data`` is moved into the buffer. Their gradients come from autograd as
+usual and are gathered into one flat gradient by one ``cat`` per step.
+"""
+
+import torch
+
+from minimal_attn.errors import InputError
+
+#: Every parameter's view starts at a multiple of this many elements.
+ALIGN = 64
+
+
+class FlatGroup:
+    """The parameters of one (device, dtype) in one flat buffer: ``flat`` (n,), ``seed_of`` (n,)."""
+
+    def __init__(self, params, n_seeds):
+        self.params = params
+        self.offsets, total = [], 0
+        for p in params:
+            self.offsets.append(total)
+            total += -(-p.numel() // ALIGN) * ALIGN
+        p0 = params[0]
+        self.flat = torch.zeros(total, device=p0.device, dtype=p0.dtype)
+        seed_of = torch.zeros(total, dtype=torch.int32)
+        self.pieces = []                  # (offset, numel, shape, gap after) per parameter
+        for p, off in zip(params, self.offsets):
+            n = p.numel()
+            if p.shape[0] != n_seeds:
+                raise InputError(f"stacked parameters need a leading seed axis of {n_seeds}, "
+                                 f"got shape {tuple(p.shape)}")
+            view = self.flat[off:off + n].view(p.shape)
+            with torch.no_grad():
+                view.copy_(p)
+            p.data = view                 # the parameter now lives in the flat buffer
+            seed_of[off:off + n] = torch.arange(n_seeds, dtype=torch.int32).repeat_interleave(
+                n // n_seeds)
+            self.pieces.append((off, n, p.shape))
+        self.seed_of = seed_of.to(p0.device)
+        self.zeros = {}                   # gap size -> zeros, for gathering gradients
+        self.gaps = [(off + n, nxt - off - n) for (off, n, _), nxt in
+                     zip(self.pieces, self.offsets[1:] + [total])]
+
+    def new(self):
+        """A zero buffer of the flat layout (optimiser state)."""
+        return torch.zeros_like(self.flat)
+
+    def views(self, buffer):
+        """``buffer`` (flat layout) cut into the parameters' shapes: one view per parameter."""
+        return [buffer[off:off + n].view(shape) for off, n, shape in self.pieces]
+
+    def gather_grads(self):
+        """The parameters' gradients as one flat tensor (one ``cat``), zeros in the gaps."""
+        parts = []
+        for p, (_, size) in zip(self.params, self.gaps):
+            parts.append(p.grad.reshape(-1))
+            if size:
+                if size not in self.zeros:
+                    self.zeros[size] = self.flat.new_zeros(size)
+                parts.append(self.zeros[size])
+        return torch.cat(parts)                                          # (n,)
+
+    def per_element(self, factors):
+        """Per-seed factors (rows, S) on the device -> per-element (rows, n)."""
+        return factors.index_select(1, self.seed_of)
+
+
+class FlatParams:
+    """Stacked (S, ...) parameters re-homed into one :class:`FlatGroup` per (device, dtype)."""
+
+    def __init__(self, params):
+        self.params = list(params)
+        if not self.params:
+            raise InputError("a stacked optimiser needs at least one parameter")
+        self.n_seeds = self.params[0].shape[0]
+        keys = {}
+        for p in self.params:
+            keys.setdefault((p.device, p.dtype), []).append(p)
+        self.groups = [FlatGroup(ps, self.n_seeds) for ps in keys.values()]
+        where = {id(p): (g, k) for g, group in enumerate(self.groups)
+                 for k, p in enumerate(group.params)}
+        self.where = [where[id(p)] for p in self.params]   # param index -> (group, slot)
+
+    def has_grads(self):
+        """True when every parameter has a gradient, False when none has (an error else:
+        a step over the flat buffer updates all parameters, as torch's would only those
+        with gradients)."""
+        have = [p.grad is not None for p in self.params]
+        if any(have) and not all(have):
+            raise InputError("every stacked parameter needs a gradient for a flat optimiser "
+                             "step: run all parameters in the forward pass")
+        return all(have)
+
+    def views(self, buffers):
+        """One flat buffer per group -> one view per parameter, in ``params`` order."""
+        per_group = [g.views(b) for g, b in zip(self.groups, buffers)]
+        return [per_group[g][k] for g, k in self.where]
+
+    def load(self, buffers, per_param):
+        """Copy ``per_param`` tensors (params order) into ``buffers`` (one per group)."""
+        for view, value in zip(self.views(buffers), per_param):
+            view.copy_(value)
