@@ -6,16 +6,22 @@ mosaics (``load_mosaic_splits("synthetic", ...)``), a test evaluation after
 every epoch and a final train and test evaluation per seed.
 
 * **sequential**: ``vr.train.train_run`` once per seed (the plain loop);
-* **batched (loop)** / **batched (grouped)**: ``batched_seeds.train_seeds``
-  (which ends with the same final evaluations) with per-seed convolutions (the
+* **batched (loop)** / **batched (grouped)**: a ``BatchedSeeds`` through
+  ``run_seeds``, as ``batched_seeds.train_seeds`` trains it (it ends with the same
+  final evaluations), with per-seed convolutions (the
   CPU default) or one grouped convolution per layer (the GPU default; channels-last
   or NCHW).
 
-Each variant is warmed up (one step, cuDNN autotuning); rounds alternate
+``--compile none,compile,cudagraph`` adds each batched mode run through
+``torch.compile`` or captured in CUDA graphs (``TrainConfig.compile``), with its
+ratio against the same mode run eagerly. Each variant is warmed up (sequential:
+one step, cuDNN autotuning; batched: one epoch on the timed data, whose trainer
+with its compiled code or graphs the timed rounds reuse); rounds alternate
 between the variants so a busy shared machine slows all alike, and the best
 round of each counts. mosaics/s = S * E * n_train / seconds; the ratio is
-best vs best against sequential. The CPU seconds of this process are printed
-too: on a busy shared CPU they are less disturbed by other jobs than wall time.
+best vs best against sequential (``--no-sequential``: the first variant). The CPU
+seconds of this process are printed too: on a busy shared CPU they are less
+disturbed by other jobs than wall time.
 
     python benchmarks/bench_batched_seeds.py --width 0.25 --n-train 200 --epochs 1
     python benchmarks/bench_batched_seeds.py --device cuda --seeds 12 --n-train 2000 --epochs 2
@@ -42,12 +48,13 @@ import torch
 
 from minimal_attn import PARADIGMS
 from minimal_attn.backends import torch_backend as tb
-from minimal_attn.backends.vr.batched_seeds import train_seeds
+from minimal_attn.backends.vr.batched_train import BatchedSeeds
 from minimal_attn.backends.vr.cost import bound_report
 from minimal_attn.backends.vr.models import classifier_config, focus_config, scaled
 from minimal_attn.backends.vr.train import TrainConfig, train_run
 from minimal_attn.datasets.splits import load_mosaic_splits
 from minimal_attn.errors import InputError
+from minimal_attn.experiments.epochs import run_seeds
 
 
 def sequential(config, seeds, splits):
@@ -56,10 +63,17 @@ def sequential(config, seeds, splits):
         train_run(config, splits.train, splits.test, progress=False)
 
 
-def batched(mode):
+def batched(mode, how="none"):
+    """S seeds as one ``BatchedSeeds`` (``compile=how``) through the epoch loop, as
+    ``train_seeds`` runs them. One trainer per data set, kept across calls, so the
+    warm-up call compiles (or captures) and the timed rounds reuse the result."""
+    trainers = {}
+
     def go(config, seeds, splits):
-        train_seeds([TrainConfig(**{**vars(config), "seed": s}) for s in seeds], splits.train,
-                    splits.test, mode=mode)
+        configs = [TrainConfig(**{**vars(config), "seed": s, "compile": how}) for s in seeds]
+        if id(splits) not in trainers:
+            trainers[id(splits)] = BatchedSeeds(configs, splits.train, splits.test, mode)
+        run_seeds(configs, trainers[id(splits)], "bench")
     return go
 
 
@@ -116,8 +130,6 @@ def count_ops(prof):
 def profile_step(config, seeds, splits, mode, device, top=12):
     """Operators (and CUDA kernels) of one batched training step, part by part."""
     from torch.profiler import ProfilerActivity, profile
-
-    from minimal_attn.backends.vr.batched_train import BatchedSeeds
 
     trainer = BatchedSeeds([TrainConfig(**{**vars(config), "seed": s}) for s in seeds],
                            splits.train, splits.test, mode)
@@ -181,6 +193,11 @@ def main():
     parser.add_argument("--chunk", type=int, default=None,
                         help="images per network call (default: by device; with --profile "
                              "B*m, the whole batch, as on a GPU)")
+    parser.add_argument("--compile", default="none",
+                        help="how batched steps run, comma list of none,compile,cudagraph "
+                             "(TrainConfig.compile; cudagraph on CUDA only)")
+    parser.add_argument("--no-sequential", action="store_true",
+                        help="skip the sequential baseline (ratios against the first variant)")
     parser.add_argument("--profile", action="store_true",
                         help="count the operators of one training step (no timing)")
     args = parser.parse_args()
@@ -204,14 +221,22 @@ def main():
         profile_step(config, seeds, splits, modes[0], device)
         return
     splits = load_mosaic_splits("synthetic", args.m, args.n_train, args.n_test)
-    variants = {"sequential": sequential}
-    variants.update({f"batched ({mode})": batched(mode) for mode in modes})
+    variants = {} if args.no_sequential else {"sequential": sequential}
+    for mode in modes:
+        for how in args.compile.split(","):
+            name = f"batched ({mode})" if how == "none" else f"batched ({mode}, {how})"
+            variants[name] = batched(mode, how)
 
     warm = TrainConfig(**{**vars(config), "epochs": 1})
-    # same batch and evaluation shapes as the timed runs, so cuDNN autotunes them here
+    # same batch and evaluation shapes as the timed runs, so cuDNN autotunes them here;
+    # a batched variant warms up on the timed data (its trainer, compiled code and
+    # CUDA graphs are kept for the timed rounds)
     warm_splits = load_mosaic_splits("synthetic", args.m, args.batch, args.n_test)
     for fn in variants.values():
-        fn(warm, seeds[:2] if fn is sequential else seeds, warm_splits)
+        if fn is sequential:
+            fn(warm, seeds[:2], warm_splits)
+        else:
+            fn(warm, seeds, splits)
     rounds = {name: [] for name in variants}
     for _ in range(args.rounds):
         for name, fn in variants.items():
@@ -227,12 +252,16 @@ def main():
           f"{args.optimizer}, {args.classifier} classifier, "
           f"{args.epochs} epoch(s), best of {args.rounds} round(s)")
     work = args.seeds * args.epochs * args.n_train
-    base = seconds["sequential"]
-    print(f"{'variant':<24}{'seconds':>9}{'mosaics/s':>11}{'ratio vs sequential':>21}"
-          f"{'CPU s':>8}{'CPU ratio':>11}")
+    first = next(iter(seconds))
+    print(f"{'variant':<34}{'seconds':>9}{'mosaics/s':>11}{'ratio vs ' + first:>{len(first) + 12}}"
+          f"{'CPU s':>8}{'CPU ratio':>11}{'vs eager':>10}")
     for variant, sec in seconds.items():
-        print(f"{variant:<24}{sec:>9.2f}{work / sec:>11.1f}{base / sec:>21.2f}"
-              f"{cpu[variant]:>8.2f}{cpu['sequential'] / cpu[variant]:>11.2f}")
+        eager = variant.split(",")[0].rstrip(")") + ")"          # the same mode, eager
+        versus = f"{seconds[eager] / sec:>10.2f}" if eager in seconds and "," in variant \
+            else f"{'':>10}"
+        print(f"{variant:<34}{sec:>9.2f}{work / sec:>11.1f}"
+              f"{seconds[first] / sec:>{len(first) + 12}.2f}"
+              f"{cpu[variant]:>8.2f}{cpu[first] / cpu[variant]:>11.2f}{versus}")
     best = min(seconds, key=seconds.get)
     focus = scaled(focus_config(config.dataset, config.focus_init), args.width)
     classifier = scaled(classifier_config(config.dataset, 3, config.classifier), args.width)

@@ -53,9 +53,10 @@ class FlatGroup:
                 n // n_seeds)
             self.pieces.append((off, n, p.shape))
         self.seed_of = seed_of.to(p0.device)
-        self.zeros = {}                   # gap size -> zeros, for gathering gradients
-        self.gaps = [(off + n, nxt - off - n) for (off, n, _), nxt in
+        self.gaps = [nxt - off - n for (off, n, _), nxt in
                      zip(self.pieces, self.offsets[1:] + [total])]
+        # zeros for the gaps when gathering gradients, made once (no allocation in a step)
+        self.zeros = {size: self.flat.new_zeros(size) for size in set(self.gaps) if size}
 
     def new(self):
         """A zero buffer of the flat layout (optimiser state)."""
@@ -68,11 +69,9 @@ class FlatGroup:
     def gather_grads(self):
         """The parameters' gradients as one flat tensor (one ``cat``), zeros in the gaps."""
         parts = []
-        for p, (_, size) in zip(self.params, self.gaps):
+        for p, size in zip(self.params, self.gaps):
             parts.append(p.grad.reshape(-1))
             if size:
-                if size not in self.zeros:
-                    self.zeros[size] = self.flat.new_zeros(size)
                 parts.append(self.zeros[size])
         return torch.cat(parts)                                          # (n,)
 

@@ -25,6 +25,7 @@ from minimal_attn.backends.vr.batched import (
     stacked_parameters,
     unstack,
 )
+from minimal_attn.backends.vr.batched_step import eager_step, step_runner
 from minimal_attn.backends.vr.image_store import ImageStore
 from minimal_attn.backends.vr.stacked_optimizers import stacked_optimizer
 from minimal_attn.backends.vr.train import ADAM_BETAS, ADAM_EPS, CNNTrainer
@@ -70,6 +71,8 @@ class BatchedSeeds:
         self.m = train.X.shape[1]
         self._states = None                  # (step count, per-seed states) for save()
         self._step_count = 0
+        # how a step runs (config.compile: none, compile or cudagraph; .batched_step)
+        self.runner = step_runner(self, config.compile, device, self.model.focus.mode)
 
     def steps(self, batch_size):
         return -(-self.stores["train"].n // batch_size)
@@ -92,9 +95,10 @@ class BatchedSeeds:
                               for g in self.generators]).to(y.device)   # (S, N)
         sums = torch.zeros(S, 3, dtype=torch.float64, device=y.device)  # loss, correct, a_z
         for idx in orders.split(self.config.batch_size, dim=1):        # idx (S, B)
-            self.optimizer.zero_grad()
-            self.forward(*self.batch(idx), picks, sums).backward()
-            self.optimizer.step(self.lrs)
+            if self.runner is None:
+                eager_step(self, idx, picks, sums, self.lrs)
+            else:
+                self.runner(idx, picks, sums, self.lrs, tuple(phases))
             self._step_count += 1
             step(None)                       # no loss read: that would sync the device
         stats = (sums / store.n).tolist()
@@ -194,3 +198,5 @@ class BatchedSeeds:
         for g, st in zip(self.generators, payloads):
             g.set_state(st["generator"])
         self._states = None
+        if self.runner is not None:
+            self.runner.reset()              # captured graphs held the old optimizer state

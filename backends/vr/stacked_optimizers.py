@@ -25,6 +25,7 @@ class _Stacked:
     """
 
     ROWS = 1
+    STATE = None                            # the attribute holding the state buffers
 
     def __init__(self, params):
         self.layout = FlatParams(params)
@@ -35,6 +36,16 @@ class _Stacked:
     def zero_grad(self):
         for p in self.params:
             p.grad = None
+
+    def has_state(self):
+        """True once a step made the optimizer's state (momentum or moments)."""
+        return getattr(self, self.STATE) is not None
+
+    def state_id(self):
+        """Where the state lives (device addresses): a captured update is only valid there."""
+        state = getattr(self, self.STATE) or []
+        flat = [t for item in state for t in (item if isinstance(item, tuple) else (item,))]
+        return tuple(t.data_ptr() for t in flat + self.factors)
 
     def _send(self, rows):
         """Per-seed factors (Python floats, ROWS lists of S) -> ``self.factors``, rounded to
@@ -64,6 +75,8 @@ class StackedSGD(_Stacked):
     separate run with lr :math:`\eta_s`; here each is one operator over the flat
     buffer of all parameters and seeds.
     """
+
+    STATE = "momentum_buffers"
 
     def __init__(self, params, momentum=0.9):
         super().__init__(params)
@@ -130,6 +143,7 @@ class StackedAdam(_Stacked):
     """
 
     ROWS = 2                                # -lr_s / (1 - beta1^t), sqrt(1 - beta2^t)
+    STATE = "moments"
 
     def __init__(self, params, betas=(0.9, 0.999), eps=1e-8):
         super().__init__(params)
