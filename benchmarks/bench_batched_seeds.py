@@ -103,8 +103,9 @@ def _outermost_aten(events):
 #: aten operators that only make a new view or an empty tensor: no kernel on a GPU.
 NO_KERNEL = {"aten::" + name for name in (
     "view alias reshape _reshape_alias _unsafe_view transpose t permute expand unsqueeze "
-    "squeeze select slice narrow as_strided split unbind detach lift_fresh empty "
-    "empty_strided new_empty_strided resize_ _to_copy_noop to").split()}
+    "squeeze select slice narrow as_strided as_strided_ split unbind detach detach_ "
+    "lift_fresh empty empty_like empty_strided new_empty new_empty_strided resize_ "
+    "resolve_conj resolve_neg to").split()}
 
 
 def count_ops(prof):

@@ -7,16 +7,20 @@ GPU; with every parameter a view into one contiguous buffer (per device and
 dtype), and the optimiser state laid out the same way, a step is a handful of
 operators over the whole buffer, whatever P is.
 
-Layout: parameter i's S seed slices (its own (S, ...) tensor, contiguous) sit
-at ``offsets[i]``, each start rounded up to :data:`ALIGN` elements so that every
-view starts on a 256-byte boundary (vectorised GPU kernels need aligned
-starts); the gaps hold zeros and keep them, since their gradient is zero.
-``seed_of`` gives each element's seed, so a per-seed factor (S,) becomes a
-per-element one by one ``index_select``.
+Layout: seed by seed, a buffer (S, P): row s holds seed s's slice of every
+parameter, parameter i at columns ``offsets[i]`` onwards, each start rounded up
+to :data:`ALIGN` elements so that every view starts on a 256-byte boundary
+(vectorised GPU kernels need aligned starts); the gaps hold zeros and keep them,
+since their gradient is zero. A per-seed factor (S,) then reaches every element
+of its seed by broadcasting, (S, 1) against (S, P), with no per-element copy.
+Parameter i is the view ``flat[:, off:off + k]`` reshaped to (S, ...): its seed
+stride is P, so where a model merges the seed axis with the next one (the
+grouped convolutions' weights) ``reshape`` copies that (small) weight.
 
 The parameters stay the same Python objects (the model keeps its references):
 their ``.data`` is moved into the buffer. Their gradients come from autograd as
-usual and are gathered into one flat gradient by one ``cat`` per step.
+usual, contiguous (S, ...), and are gathered into the layout by one ``cat``
+along the per-seed axis per step.
 """
 
 import torch
@@ -28,56 +32,54 @@ ALIGN = 64
 
 
 class FlatGroup:
-    """The parameters of one (device, dtype) in one flat buffer: ``flat`` (n,), ``seed_of`` (n,)."""
+    """The parameters of one (device, dtype) in one buffer ``flat`` (S, P), seed by seed."""
 
     def __init__(self, params, n_seeds):
-        self.params = params
+        self.params, S = params, n_seeds
         self.offsets, total = [], 0
         for p in params:
-            self.offsets.append(total)
-            total += -(-p.numel() // ALIGN) * ALIGN
-        p0 = params[0]
-        self.flat = torch.zeros(total, device=p0.device, dtype=p0.dtype)
-        seed_of = torch.zeros(total, dtype=torch.int32)
-        self.pieces = []                  # (offset, numel, shape, gap after) per parameter
-        for p, off in zip(params, self.offsets):
-            n = p.numel()
-            if p.shape[0] != n_seeds:
-                raise InputError(f"stacked parameters need a leading seed axis of {n_seeds}, "
+            if p.shape[0] != S:
+                raise InputError(f"stacked parameters need a leading seed axis of {S}, "
                                  f"got shape {tuple(p.shape)}")
-            view = self.flat[off:off + n].view(p.shape)
+            self.offsets.append(total)
+            total += -(-(p.numel() // S) // ALIGN) * ALIGN
+        p0 = params[0]
+        self.flat = torch.zeros(S, total, device=p0.device, dtype=p0.dtype)   # (S, P)
+        self.pieces = []                  # (offset, numel per seed, shape) per parameter
+        for p, off in zip(params, self.offsets):
+            k = p.numel() // S
+            view = self.flat[:, off:off + k].view(p.shape)      # seed stride P, not k
             with torch.no_grad():
                 view.copy_(p)
             p.data = view                 # the parameter now lives in the flat buffer
-            seed_of[off:off + n] = torch.arange(n_seeds, dtype=torch.int32).repeat_interleave(
-                n // n_seeds)
-            self.pieces.append((off, n, p.shape))
-        self.seed_of = seed_of.to(p0.device)
-        self.gaps = [nxt - off - n for (off, n, _), nxt in
+            self.pieces.append((off, k, p.shape))
+        self.gaps = [nxt - off - k for (off, k, _), nxt in
                      zip(self.pieces, self.offsets[1:] + [total])]
         # zeros for the gaps when gathering gradients, made once (no allocation in a step)
-        self.zeros = {size: self.flat.new_zeros(size) for size in set(self.gaps) if size}
+        self.zeros = {size: self.flat.new_zeros(S, size) for size in set(self.gaps) if size}
 
     def new(self):
-        """A zero buffer of the flat layout (optimiser state)."""
+        """A zero buffer of the flat layout (optimiser state), (S, P)."""
         return torch.zeros_like(self.flat)
 
     def views(self, buffer):
-        """``buffer`` (flat layout) cut into the parameters' shapes: one view per parameter."""
-        return [buffer[off:off + n].view(shape) for off, n, shape in self.pieces]
+        """``buffer`` (S, P) cut into the parameters' shapes: one view per parameter."""
+        return [buffer[:, off:off + k].view(shape) for off, k, shape in self.pieces]
 
     def gather_grads(self):
-        """The parameters' gradients as one flat tensor (one ``cat``), zeros in the gaps."""
+        """The parameters' gradients in the flat layout (S, P), zeros in the gaps: one
+        ``cat`` along the per-seed axis (each gradient is (S, ...), contiguous)."""
         parts = []
         for p, size in zip(self.params, self.gaps):
-            parts.append(p.grad.reshape(-1))
+            parts.append(p.grad.reshape(p.shape[0], -1))                  # (S, k)
             if size:
                 parts.append(self.zeros[size])
-        return torch.cat(parts)                                          # (n,)
+        return torch.cat(parts, dim=1)                                    # (S, P)
 
-    def per_element(self, factors):
-        """Per-seed factors (rows, S) on the device -> per-element (rows, n)."""
-        return factors.index_select(1, self.seed_of)
+    @staticmethod
+    def per_seed(factors):
+        """Per-seed factors (rows, S) -> (rows, S, 1), broadcasting over each seed's row."""
+        return factors[..., None]
 
 
 class FlatParams:
