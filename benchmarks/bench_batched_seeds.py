@@ -33,7 +33,9 @@ part it prints the aten operators dispatched (all, and the outermost ones: a
 call from Python or autograd, not counting the operators it calls inside) and,
 on CUDA, the kernels launched; then the most frequent outermost operators. On
 the CPU the whole batch goes through each network in one call (``--chunk``
-defaults to B*m there), as on a GPU, so the counts are the GPU's launches' proxy:
+defaults to B*m there), as on a GPU, so the counts are the GPU's launches' proxy.
+With ``--compile``, each listed way is profiled; compiled or captured steps as one
+part (their fused kernels are not aten operators: the other events are listed):
 
     python benchmarks/bench_batched_seeds.py --profile --seeds 12 --batch 100 \
         --optimizer adam --classifier lenet --modes grouped_nchw
@@ -108,10 +110,16 @@ NO_KERNEL = {"aten::" + name for name in (
     "resolve_conj resolve_neg to").split()}
 
 
+#: The CUDA runtime's calls that launch work: kernels, graphs, copies.
+LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernelExC",
+            "cudaGraphLaunch", "cudaMemcpyAsync")
+
+
 def count_ops(prof):
-    """(aten ops dispatched, outermost aten ops, leaf compute ops, CUDA kernels, Counter of
-    outermost names). Leaf compute ops: aten ops not in :data:`NO_KERNEL` that call no
-    other such op (on the CPU, the proxy of a GPU's kernel launches)."""
+    """(aten ops dispatched, outermost aten ops, leaf compute ops, CUDA kernels, CUDA
+    launches from the host, Counter of outermost names, Counter of the other CPU events).
+    Leaf compute ops: aten ops not in :data:`NO_KERNEL` that call no other such op (on
+    the CPU, the proxy of a GPU's kernel launches)."""
     from torch.autograd import DeviceType
 
     events = prof.events()
@@ -124,13 +132,19 @@ def count_ops(prof):
     leaves = [e for e in aten if e.name not in NO_KERNEL
               and not any(map(computes, e.cpu_children))]
     kernels = sum(1 for e in events if e.device_type == DeviceType.CUDA)
-    return (len(aten), len(top), len(leaves), kernels,
-            collections.Counter(e.name for e in top))
+    launches = sum(1 for e in events if e.name in LAUNCHES)
+    others = collections.Counter(e.name for e in events if e.device_type == DeviceType.CPU
+                                 and not e.name.startswith("aten::"))
+    return (len(aten), len(top), len(leaves), kernels, launches,
+            collections.Counter(e.name for e in top), others)
 
 
 def profile_step(config, seeds, splits, mode, device, top=12):
-    """Operators (and CUDA kernels) of one batched training step, part by part."""
+    """Operators (and CUDA kernels) of one batched training step, part by part; with
+    ``config.compile`` other than none, the whole step through its runner as one part."""
     from torch.profiler import ProfilerActivity, profile
+
+    from minimal_attn.backends.vr.batched_step import WARMUP
 
     trainer = BatchedSeeds([TrainConfig(**{**vars(config), "seed": s}) for s in seeds],
                            splits.train, splits.test, mode)
@@ -146,9 +160,11 @@ def profile_step(config, seeds, splits, mode, device, top=12):
                                                                    sums)),
              "backward": lambda: state["total"].backward(),
              "optimizer": lambda: trainer.optimizer.step(lrs)}
+    if trainer.runner is not None:          # compiled or captured: one part, the step
+        parts = {config.compile: lambda: trainer.runner(idx, picks, sums, lrs, (phase,))}
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA]
                                            if device.type == "cuda" else [])
-    for warm in (True, True, False):
+    for warm in [True] * (WARMUP + 2) + [False]:
         trainer.optimizer.zero_grad()
         counts = {}
         for name, part in parts.items():
@@ -162,15 +178,20 @@ def profile_step(config, seeds, splits, mode, device, top=12):
             counts[name] = count_ops(prof)
     print(f"one step, {len(seeds)} seeds, paradigm {phase}, mode {mode}, "
           f"chunk {config.chunk}, {config.optimizer}, {config.classifier} classifier, "
+          f"compile {config.compile}, "
           f"batch {config.batch_size}, m={trainer.m}, torch {torch.__version__}, {device}")
     cuda = device.type == "cuda"
     print(f"{'part':<12}{'aten ops':>10}{'outermost':>11}{'leaf compute':>14}"
-          f"{'CUDA kernels':>14}")
-    for name, (n_all, n_top, n_leaf, n_kernels, _) in list(counts.items()) + [
-            ("step", [sum(c[i] for c in counts.values()) for i in range(4)] + [None])]:
-        print(f"{name:<12}{n_all:>10}{n_top:>11}{n_leaf:>14}{n_kernels if cuda else '-':>14}")
-    for name, (*_, names) in counts.items():
+          f"{'CUDA kernels':>14}{'launches':>10}")
+    for name, (n_all, n_top, n_leaf, n_kernels, n_launch, *_) in list(counts.items()) + [
+            ("step", [sum(c[i] for c in counts.values()) for i in range(5)])]:
+        print(f"{name:<12}{n_all:>10}{n_top:>11}{n_leaf:>14}"
+              f"{n_kernels if cuda else '-':>14}{n_launch if cuda else '-':>10}")
+    for name, (*_, names, others) in counts.items():
         print(f"{name}: " + ", ".join(f"{op[6:]} {n}" for op, n in names.most_common(top)))
+        if trainer.runner is not None:        # compiled kernels are not aten operators
+            print("  other events: " + ", ".join(f"{op} {n}"
+                                                 for op, n in others.most_common(top)))
 
 
 def main():
@@ -219,7 +240,9 @@ def main():
                          else args.batch * args.m)
     if args.profile:
         splits = load_mosaic_splits("synthetic", args.m, max(args.n_train, args.batch), 1)
-        profile_step(config, seeds, splits, modes[0], device)
+        for how in args.compile.split(","):
+            profile_step(TrainConfig(**{**vars(config), "compile": how}), seeds, splits,
+                         modes[0], device)
         return
     splits = load_mosaic_splits("synthetic", args.m, args.n_train, args.n_test)
     variants = {} if args.no_sequential else {"sequential": sequential}

@@ -96,7 +96,7 @@ class StackedSGD(_Stacked):
     @torch.no_grad()
     def update(self):
         groups = self.layout.groups
-        grads = [group.gather_grads() for group in groups]             # each (S, P), fresh
+        grads = [group.gather_grads() for group in groups]             # each (n,), fresh
         if self.momentum_buffers is None:
             self.momentum_buffers = grads                               # b = g (torch: a clone)
         else:
@@ -104,7 +104,7 @@ class StackedSGD(_Stacked):
                 b.mul_(self.momentum).add_(g)
         for group, b, factors in zip(groups, self.momentum_buffers, self.factors):
             # p - lr_s * b: value * lr * b with value = -1 is exact negation
-            group.flat.addcmul_(group.per_seed(factors)[0], b, value=-1)
+            group.flat.addcmul_(group.per_element(factors)[0], b, value=-1)
 
     def seed_state_dict(self, s, lr):
         """Seed s's state as ``torch.optim.SGD(model.parameters(), lr, momentum).state_dict()``."""
@@ -138,8 +138,8 @@ class StackedAdam(_Stacked):
     elementwise and the bias corrections are computed per seed as torch does
     (Python floats, rounded to the parameters' dtype), so seed s's slice follows
     the update of a separate run bit for bit; each operation runs once over the
-    flat buffer of all parameters and seeds, the per-seed factors broadcast over
-    each seed's row.
+    flat buffer of all parameters and seeds, the per-seed factors spread to the
+    elements by one ``index_select``.
     """
 
     ROWS = 2                                # -lr_s / (1 - beta1^t), sqrt(1 - beta2^t)
@@ -178,10 +178,10 @@ class StackedAdam(_Stacked):
         if self.moments is None:
             self.moments = [(g.new(), g.new()) for g in self.layout.groups]
         for group, (m, v), factors in zip(self.layout.groups, self.moments, self.factors):
-            g = group.gather_grads()                                    # (S, P)
+            g = group.gather_grads()                                    # (n,)
             m.lerp_(g, 1 - beta1)
             v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-            neg_step, bc2_sqrt = group.per_seed(factors)                # each (S, 1)
+            neg_step, bc2_sqrt = group.per_element(factors)             # each (n,)
             denom = v.sqrt().div_(bc2_sqrt).add_(self.eps)
             # torch's addcdiv(p, m, denom, value=-step_size) is p + (-step_size * m) / denom;
             # with a per-element step size, the product first, then addcdiv with value 1
