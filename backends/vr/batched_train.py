@@ -113,12 +113,12 @@ class BatchedSeeds:
         """The sum over the running lanes of their batch-mean losses (backprop gives each
         lane its own gradient, :mod:`.batched`); adds each lane's (loss x B, correct,
         a_z sum) to ``sums`` (S, 3) without reading anything back."""
-        total = 0.0
+        total = None                         # not 0.0: one addition (a launch) fewer
         for ph, ks in picks.items():
             Xg, yg, zg = (X, yb, zb) if ks is None else (X[ks], yb[ks], zb[ks])
             scores, logits = self.model(Xg, ph, ks)                   # (S', B, m), ...
             values = _seed_losses(ph, scores, logits, yg)             # (S',)
-            total = total + values.sum()
+            total = values.sum() if total is None else total + values.sum()
             with torch.no_grad():
                 flat = (scores.reshape((-1,) + scores.shape[2:]),
                         logits.reshape((-1,) + logits.shape[2:]))
