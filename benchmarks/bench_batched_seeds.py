@@ -6,22 +6,43 @@ mosaics (``load_mosaic_splits("synthetic", ...)``), a test evaluation after
 every epoch and a final train and test evaluation per seed.
 
 * **sequential**: ``vr.train.train_run`` once per seed (the plain loop);
-* **batched (loop)** / **batched (grouped)**: ``batched_seeds.train_seeds``
-  (which ends with the same final evaluations) with per-seed convolutions (the
+* **batched (loop)** / **batched (grouped)**: a ``BatchedSeeds`` through
+  ``run_seeds``, as ``batched_seeds.train_seeds`` trains it (it ends with the same
+  final evaluations), with per-seed convolutions (the
   CPU default) or one grouped convolution per layer (the GPU default; channels-last
   or NCHW).
 
-Each variant is warmed up (one step, cuDNN autotuning); rounds alternate
+``--compile none,compile,cudagraph`` adds each batched mode run through
+``torch.compile`` or captured in CUDA graphs (``TrainConfig.compile``), with its
+ratio against the same mode run eagerly. Each variant is warmed up (sequential:
+one step, cuDNN autotuning; batched: one epoch on the timed data, whose trainer
+with its compiled code or graphs the timed rounds reuse); rounds alternate
 between the variants so a busy shared machine slows all alike, and the best
 round of each counts. mosaics/s = S * E * n_train / seconds; the ratio is
-best vs best against sequential. The CPU seconds of this process are printed
-too: on a busy shared CPU they are less disturbed by other jobs than wall time.
+best vs best against sequential (``--no-sequential``: the first variant). The CPU
+seconds of this process are printed too: on a busy shared CPU they are less
+disturbed by other jobs than wall time.
 
     python benchmarks/bench_batched_seeds.py --width 0.25 --n-train 200 --epochs 1
     python benchmarks/bench_batched_seeds.py --device cuda --seeds 12 --n-train 2000 --epochs 2
+
+``--profile``: no timing; one training step of the batched model (after two
+warm-up steps) under ``torch.profiler``, cut into data (the batch's gather),
+forward (losses and per-seed bookkeeping), backward and the optimizer step. Per
+part it prints the aten operators dispatched (all, and the outermost ones: a
+call from Python or autograd, not counting the operators it calls inside) and,
+on CUDA, the kernels launched; then the most frequent outermost operators. On
+the CPU the whole batch goes through each network in one call (``--chunk``
+defaults to B*m there), as on a GPU, so the counts are the GPU's launches' proxy.
+With ``--compile``, each listed way is profiled; compiled or captured steps as one
+part (their fused kernels are not aten operators: the other events are listed):
+
+    python benchmarks/bench_batched_seeds.py --profile --seeds 12 --batch 100 \
+        --optimizer adam --classifier lenet --modes grouped_nchw
 """
 
 import argparse
+import collections
 import sys
 import time
 
@@ -29,12 +50,13 @@ import torch
 
 from minimal_attn import PARADIGMS
 from minimal_attn.backends import torch_backend as tb
-from minimal_attn.backends.vr.batched_seeds import train_seeds
+from minimal_attn.backends.vr.batched_train import BatchedSeeds
 from minimal_attn.backends.vr.cost import bound_report
 from minimal_attn.backends.vr.models import classifier_config, focus_config, scaled
 from minimal_attn.backends.vr.train import TrainConfig, train_run
 from minimal_attn.datasets.splits import load_mosaic_splits
 from minimal_attn.errors import InputError
+from minimal_attn.experiments.epochs import run_seeds
 
 
 def sequential(config, seeds, splits):
@@ -43,10 +65,17 @@ def sequential(config, seeds, splits):
         train_run(config, splits.train, splits.test, progress=False)
 
 
-def batched(mode):
+def batched(mode, how="none"):
+    """S seeds as one ``BatchedSeeds`` (``compile=how``) through the epoch loop, as
+    ``train_seeds`` runs them. One trainer per data set, kept across calls, so the
+    warm-up call compiles (or captures) and the timed rounds reuse the result."""
+    trainers = {}
+
     def go(config, seeds, splits):
-        train_seeds([TrainConfig(**{**vars(config), "seed": s}) for s in seeds], splits.train,
-                    splits.test, mode=mode)
+        configs = [TrainConfig(**{**vars(config), "seed": s, "compile": how}) for s in seeds]
+        if id(splits) not in trainers:
+            trainers[id(splits)] = BatchedSeeds(configs, splits.train, splits.test, mode)
+        run_seeds(configs, trainers[id(splits)], "bench")
     return go
 
 
@@ -59,6 +88,110 @@ def timed(fn, config, seeds, splits, device):
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return time.perf_counter() - start, time.process_time() - cpu
+
+
+def _outermost_aten(events):
+    """The aten events of ``events`` that no other aten event encloses."""
+    def inner(e):
+        parent = e.cpu_parent
+        while parent is not None:
+            if parent.name.startswith("aten::"):
+                return True
+            parent = parent.cpu_parent
+        return False
+    return [e for e in events if e.name.startswith("aten::") and not inner(e)]
+
+
+#: aten operators that only make a new view or an empty tensor: no kernel on a GPU.
+NO_KERNEL = {"aten::" + name for name in (
+    "view alias reshape _reshape_alias _unsafe_view transpose t permute expand unsqueeze "
+    "squeeze select slice narrow as_strided as_strided_ split unbind detach detach_ "
+    "lift_fresh empty empty_like empty_strided new_empty new_empty_strided resize_ "
+    "resolve_conj resolve_neg to").split()}
+
+
+#: The CUDA runtime's calls that launch work: kernels, graphs, copies.
+LAUNCHES = ("cudaLaunchKernel", "cuLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernelExC",
+            "cudaGraphLaunch", "cudaMemcpyAsync")
+
+
+def count_ops(prof):
+    """(aten ops dispatched, outermost aten ops, leaf compute ops, CUDA kernels, CUDA
+    launches from the host, Counter of outermost names, Counter of the other CPU events).
+    Leaf compute ops: aten ops not in :data:`NO_KERNEL` that call no other such op (on
+    the CPU, the proxy of a GPU's kernel launches)."""
+    from torch.autograd import DeviceType
+
+    events = prof.events()
+    aten = [e for e in events if e.name.startswith("aten::")
+            and e.device_type == DeviceType.CPU]
+    top = _outermost_aten(aten)
+    def computes(e):                  # e or an operator it calls does arithmetic
+        return e.name.startswith("aten::") and (e.name not in NO_KERNEL
+                                                or any(map(computes, e.cpu_children)))
+    leaves = [e for e in aten if e.name not in NO_KERNEL
+              and not any(map(computes, e.cpu_children))]
+    kernels = sum(1 for e in events if e.device_type == DeviceType.CUDA)
+    launches = sum(1 for e in events if e.name in LAUNCHES)
+    others = collections.Counter(e.name for e in events if e.device_type == DeviceType.CPU
+                                 and not e.name.startswith("aten::"))
+    return (len(aten), len(top), len(leaves), kernels, launches,
+            collections.Counter(e.name for e in top), others)
+
+
+def profile_step(config, seeds, splits, mode, device, top=12):
+    """Operators (and CUDA kernels) of one batched training step, part by part; with
+    ``config.compile`` other than none, the whole step through its runner as one part."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from minimal_attn.backends.vr.batched_step import WARMUP
+
+    trainer = BatchedSeeds([TrainConfig(**{**vars(config), "seed": s}) for s in seeds],
+                           splits.train, splits.test, mode)
+    phase = "sa" if config.paradigm == "hybrid" else config.paradigm
+    picks, lrs = trainer._groups([phase] * len(seeds)), [1e-3] * len(seeds)
+    gen = torch.Generator().manual_seed(0)
+    idx = torch.stack([torch.randperm(trainer.stores["train"].n, generator=gen)[:config.batch_size]
+                       for _ in seeds]).to(device)                     # (S, B)
+    sums = torch.zeros(len(seeds), 3, dtype=torch.float64, device=device)
+    state = {}
+    parts = {"data": lambda: state.update(batch=trainer.batch(idx)),
+             "forward": lambda: state.update(total=trainer.forward(*state["batch"], picks,
+                                                                   sums)),
+             "backward": lambda: state["total"].backward(),
+             "optimizer": lambda: trainer.optimizer.step(lrs)}
+    if trainer.runner is not None:          # compiled or captured: one part, the step
+        parts = {config.compile: lambda: trainer.runner(idx, picks, sums, lrs, (phase,))}
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA]
+                                           if device.type == "cuda" else [])
+    for warm in [True] * (WARMUP + 2) + [False]:
+        trainer.optimizer.zero_grad()
+        counts = {}
+        for name, part in parts.items():
+            if warm:
+                part()
+                continue
+            with profile(activities=activities) as prof:
+                part()
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+            counts[name] = count_ops(prof)
+    print(f"one step, {len(seeds)} seeds, paradigm {phase}, mode {mode}, "
+          f"chunk {config.chunk}, {config.optimizer}, {config.classifier} classifier, "
+          f"compile {config.compile}, "
+          f"batch {config.batch_size}, m={trainer.m}, torch {torch.__version__}, {device}")
+    cuda = device.type == "cuda"
+    print(f"{'part':<12}{'aten ops':>10}{'outermost':>11}{'leaf compute':>14}"
+          f"{'CUDA kernels':>14}{'launches':>10}")
+    for name, (n_all, n_top, n_leaf, n_kernels, n_launch, *_) in list(counts.items()) + [
+            ("step", [sum(c[i] for c in counts.values()) for i in range(5)])]:
+        print(f"{name:<12}{n_all:>10}{n_top:>11}{n_leaf:>14}"
+              f"{n_kernels if cuda else '-':>14}{n_launch if cuda else '-':>10}")
+    for name, (*_, names, others) in counts.items():
+        print(f"{name}: " + ", ".join(f"{op[6:]} {n}" for op, n in names.most_common(top)))
+        if trainer.runner is not None:        # compiled kernels are not aten operators
+            print("  other events: " + ", ".join(f"{op} {n}"
+                                                 for op, n in others.most_common(top)))
 
 
 def main():
@@ -79,6 +212,16 @@ def main():
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     parser.add_argument("--optimizer", default="sgd", choices=("sgd", "adam"))
     parser.add_argument("--classifier", default="paper", choices=("paper", "lenet"))
+    parser.add_argument("--chunk", type=int, default=None,
+                        help="images per network call (default: by device; with --profile "
+                             "B*m, the whole batch, as on a GPU)")
+    parser.add_argument("--compile", default="none",
+                        help="how batched steps run, comma list of none,compile,cudagraph "
+                             "(TrainConfig.compile; cudagraph on CUDA only)")
+    parser.add_argument("--no-sequential", action="store_true",
+                        help="skip the sequential baseline (ratios against the first variant)")
+    parser.add_argument("--profile", action="store_true",
+                        help="count the operators of one training step (no timing)")
     args = parser.parse_args()
     try:
         device = tb.get_device(args.device)
@@ -88,20 +231,36 @@ def main():
     torch.set_num_threads(args.threads)
     modes = (args.modes or ("grouped,grouped_nchw,loop" if device.type == "cuda"
                           else "loop")).split(",")
-    splits = load_mosaic_splits("synthetic", args.m, args.n_train, args.n_test)
     seeds = list(range(args.seeds))
     config = TrainConfig(paradigm=args.paradigm, epochs=args.epochs, batch_size=args.batch,
                          width=args.width, device=str(device), switch_epoch=args.epochs // 2,
                          optimizer=args.optimizer, classifier=args.classifier,
-                         focus_init="mirror" if args.optimizer == "adam" else "zero")
-    variants = {"sequential": sequential}
-    variants.update({f"batched ({mode})": batched(mode) for mode in modes})
+                         focus_init="mirror" if args.optimizer == "adam" else "zero",
+                         chunk=args.chunk if args.chunk or not args.profile
+                         else args.batch * args.m)
+    if args.profile:
+        splits = load_mosaic_splits("synthetic", args.m, max(args.n_train, args.batch), 1)
+        for how in args.compile.split(","):
+            profile_step(TrainConfig(**{**vars(config), "compile": how}), seeds, splits,
+                         modes[0], device)
+        return
+    splits = load_mosaic_splits("synthetic", args.m, args.n_train, args.n_test)
+    variants = {} if args.no_sequential else {"sequential": sequential}
+    for mode in modes:
+        for how in args.compile.split(","):
+            name = f"batched ({mode})" if how == "none" else f"batched ({mode}, {how})"
+            variants[name] = batched(mode, how)
 
     warm = TrainConfig(**{**vars(config), "epochs": 1})
-    # same batch and evaluation shapes as the timed runs, so cuDNN autotunes them here
+    # same batch and evaluation shapes as the timed runs, so cuDNN autotunes them here;
+    # a batched variant warms up on the timed data (its trainer, compiled code and
+    # CUDA graphs are kept for the timed rounds)
     warm_splits = load_mosaic_splits("synthetic", args.m, args.batch, args.n_test)
     for fn in variants.values():
-        fn(warm, seeds[:2] if fn is sequential else seeds, warm_splits)
+        if fn is sequential:
+            fn(warm, seeds[:2], warm_splits)
+        else:
+            fn(warm, seeds, splits)
     rounds = {name: [] for name in variants}
     for _ in range(args.rounds):
         for name, fn in variants.items():
@@ -117,12 +276,16 @@ def main():
           f"{args.optimizer}, {args.classifier} classifier, "
           f"{args.epochs} epoch(s), best of {args.rounds} round(s)")
     work = args.seeds * args.epochs * args.n_train
-    base = seconds["sequential"]
-    print(f"{'variant':<24}{'seconds':>9}{'mosaics/s':>11}{'ratio vs sequential':>21}"
-          f"{'CPU s':>8}{'CPU ratio':>11}")
+    first = next(iter(seconds))
+    print(f"{'variant':<34}{'seconds':>9}{'mosaics/s':>11}{'ratio vs ' + first:>{len(first) + 12}}"
+          f"{'CPU s':>8}{'CPU ratio':>11}{'vs eager':>10}")
     for variant, sec in seconds.items():
-        print(f"{variant:<24}{sec:>9.2f}{work / sec:>11.1f}{base / sec:>21.2f}"
-              f"{cpu[variant]:>8.2f}{cpu['sequential'] / cpu[variant]:>11.2f}")
+        eager = variant.split(",")[0].rstrip(")") + ")"          # the same mode, eager
+        versus = f"{seconds[eager] / sec:>10.2f}" if eager in seconds and "," in variant \
+            else f"{'':>10}"
+        print(f"{variant:<34}{sec:>9.2f}{work / sec:>11.1f}"
+              f"{seconds[first] / sec:>{len(first) + 12}.2f}"
+              f"{cpu[variant]:>8.2f}{cpu[first] / cpu[variant]:>11.2f}{versus}")
     best = min(seconds, key=seconds.get)
     focus = scaled(focus_config(config.dataset, config.focus_init), args.width)
     classifier = scaled(classifier_config(config.dataset, 3, config.classifier), args.width)

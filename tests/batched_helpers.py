@@ -21,13 +21,14 @@ class Store:
 
 
 def batched_seeds(models, seeds, mode, store, y, device="cpu", optimizer="sgd",
-                  batch_size=4):
-    """A ``BatchedSeeds`` over ``models`` (one per seed) training on a float64 ``store``."""
+                  batch_size=4, compile="none"):
+    """A ``BatchedSeeds`` over ``models`` (one per seed) training on a float64 ``store``;
+    ``compile``: how it runs a step (``TrainConfig.compile``)."""
     from minimal_attn.backends.vr.batched_train import BatchedSeeds
     from minimal_attn.experiments.train_loop import TrainConfig
 
     configs = [TrainConfig(batch_size=batch_size, momentum=0.9, device=device, seed=s,
-                           optimizer=optimizer) for s in seeds]
+                           optimizer=optimizer, compile=compile) for s in seeds]
     data = SimpleNamespace(X=np.zeros((1, 3, 3, 32, 32), np.float32), y=np.zeros(1, int),
                            z=np.zeros(1, int))              # replaced by the float64 store
     run = BatchedSeeds(configs, data, None, mode, make_model=lambda s: models[seeds.index(s)])

@@ -132,15 +132,21 @@ class BatchedConvNet(nn.Module):
         return h
 
     def head(self, h, seeds):
-        """The fully connected layers, batched matmuls: features (S', n, F) -> (S', n, out)."""
+        """The fully connected layers, batched matmuls: features (S', n, F) -> (S', n, out).
+
+        The activations run transposed, (S', F, n), and each layer is ``w @ h``: so
+        each weight's gradient, ``dh @ h^T``, comes out in the weight's own layout
+        (S', out, in), and autograd does not copy it into that layout (one copy per
+        weight and step with ``h @ w^T``)."""
+        h = h.transpose(1, 2)                                          # (S', F, n)
         for kind, prefix in self.plan[self.cut:]:
             if kind == "linear":
                 w, b = self.param(prefix, "weight", seeds), self.param(prefix, "bias", seeds)
-                h = torch.bmm(h, w.transpose(1, 2)) if b is None else \
-                    torch.baddbmm(b[:, None, :], h, w.transpose(1, 2))  # (S', n, out)
+                h = torch.bmm(w, h) if b is None else \
+                    torch.baddbmm(b[:, :, None], w, h)                 # (S', out, n)
             else:
                 h = prefix(h)                                          # ReLU
-        return h
+        return h.transpose(1, 2)                                       # (S', n, out)
 
 
 class BatchedFCAM(nn.Module):

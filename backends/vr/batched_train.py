@@ -25,6 +25,7 @@ from minimal_attn.backends.vr.batched import (
     stacked_parameters,
     unstack,
 )
+from minimal_attn.backends.vr.batched_step import eager_step, step_runner
 from minimal_attn.backends.vr.image_store import ImageStore
 from minimal_attn.backends.vr.stacked_optimizers import stacked_optimizer
 from minimal_attn.backends.vr.train import ADAM_BETAS, ADAM_EPS, CNNTrainer
@@ -70,6 +71,8 @@ class BatchedSeeds:
         self.m = train.X.shape[1]
         self._states = None                  # (step count, per-seed states) for save()
         self._step_count = 0
+        # how a step runs (config.compile: none, compile or cudagraph; .batched_step)
+        self.runner = step_runner(self, config.compile, device, self.model.focus.mode)
 
     def steps(self, batch_size):
         return -(-self.stores["train"].n // batch_size)
@@ -92,31 +95,42 @@ class BatchedSeeds:
                               for g in self.generators]).to(y.device)   # (S, N)
         sums = torch.zeros(S, 3, dtype=torch.float64, device=y.device)  # loss, correct, a_z
         for idx in orders.split(self.config.batch_size, dim=1):        # idx (S, B)
-            X, yb, zb = store[idx], y[idx], store.z[idx]              # (S, B, m, 3, 32, 32)
-            self.optimizer.zero_grad()
-            total = 0.0
-            for ph, ks in picks.items():
-                Xg, yg, zg = (X, yb, zb) if ks is None else (X[ks], yb[ks], zb[ks])
-                scores, logits = self.model(Xg, ph, ks)               # (S', B, m), ...
-                values = _seed_losses(ph, scores, logits, yg)         # (S',)
-                total = total + values.sum()
-                with torch.no_grad():
-                    flat = (scores.reshape((-1,) + scores.shape[2:]),
-                            logits.reshape((-1,) + logits.shape[2:]))
-                    right = tb.infer(ph, *flat).argmax(1).reshape(yg.shape) == yg
-                    a_z = tb.attention(scores).gather(2, zg[..., None])[..., 0]  # (S', B)
-                    part = torch.stack([values.double() * idx.shape[1],
-                                        right.sum(1).double(), a_z.sum(1).double()], 1)
-                    if ks is None:
-                        sums += part
-                    else:
-                        sums.index_add_(0, ks, part)
-            total.backward()
-            self.optimizer.step(self.lrs)
+            if self.runner is None:
+                eager_step(self, idx, picks, sums, self.lrs)
+            else:
+                self.runner(idx, picks, sums, self.lrs, tuple(phases))
             self._step_count += 1
             step(None)                       # no loss read: that would sync the device
         stats = (sums / store.n).tolist()
         return [tuple(st) if ph is not None else None for ph, st in zip(phases, stats)]
+
+    def batch(self, idx):
+        """Mosaics (S, B, m, 3, 32, 32), labels and positions (S, B) of indices ``idx`` (S, B)."""
+        store = self.stores["train"]
+        return store[idx], self.y[idx], store.z[idx]
+
+    def forward(self, X, yb, zb, picks, sums):
+        """The sum over the running lanes of their batch-mean losses (backprop gives each
+        lane its own gradient, :mod:`.batched`); adds each lane's (loss x B, correct,
+        a_z sum) to ``sums`` (S, 3) without reading anything back."""
+        total = None                         # not 0.0: one addition (a launch) fewer
+        for ph, ks in picks.items():
+            Xg, yg, zg = (X, yb, zb) if ks is None else (X[ks], yb[ks], zb[ks])
+            scores, logits = self.model(Xg, ph, ks)                   # (S', B, m), ...
+            values = _seed_losses(ph, scores, logits, yg)             # (S',)
+            total = values.sum() if total is None else total + values.sum()
+            with torch.no_grad():
+                flat = (scores.reshape((-1,) + scores.shape[2:]),
+                        logits.reshape((-1,) + logits.shape[2:]))
+                right = tb.infer(ph, *flat).argmax(1).reshape(yg.shape) == yg
+                a_z = tb.attention(scores).gather(2, zg[..., None])[..., 0]  # (S', B)
+                part = torch.stack([values.double() * yg.shape[1],
+                                    right.sum(1).double(), a_z.sum(1).double()], 1)
+                if ks is None:
+                    sums += part
+                else:
+                    sums.index_add_(0, ks, part)
+        return total
 
     @torch.no_grad()
     def probe_loss(self, phases):
@@ -184,3 +198,5 @@ class BatchedSeeds:
         for g, st in zip(self.generators, payloads):
             g.set_state(st["generator"])
         self._states = None
+        if self.runner is not None:
+            self.runner.reset()              # captured graphs held the old optimizer state

@@ -11,67 +11,100 @@ separate run; each converts its state to and from those optimizers' per-seed
 
 import torch
 
+from minimal_attn.backends.vr.batched_flat import FlatParams
 from minimal_attn.errors import InputError
 
 
-def per_seed_tensor(rows, device):
-    """Python floats (one list per row, one value per seed) as a float64 tensor on ``device``.
+class _Stacked:
+    """What both optimizers share: the flat layout (:mod:`.batched_flat`) and the per-seed
+    factors, computed on the host and sent to the device before the update.
 
-    On a GPU the values travel from pinned memory without waiting for the device
-    (``non_blocking``), so an optimiser step adds no host synchronisation.
+    ``step(lrs)`` is ``prepare(lrs)`` (host: factors for this step) then ``update()``
+    (device operators only, reading the factors from a tensor that stays in place, so
+    the update can be captured in a CUDA graph and replayed after each ``prepare``).
     """
-    values = torch.tensor(rows, dtype=torch.float64)
-    if torch.device(device).type == "cuda":
-        return values.pin_memory().to(device, non_blocking=True)
-    return values.to(device)
+
+    ROWS = 1
+    STATE = None                            # the attribute holding the state buffers
+
+    def __init__(self, params):
+        self.layout = FlatParams(params)
+        self.params, self.n_seeds = self.layout.params, self.layout.n_seeds
+        self.factors = [torch.zeros(self.ROWS, self.n_seeds, dtype=g.flat.dtype,
+                                    device=g.flat.device) for g in self.layout.groups]
+
+    def zero_grad(self):
+        for p in self.params:
+            p.grad = None
+
+    def has_state(self):
+        """True once a step made the optimizer's state (momentum or moments)."""
+        return getattr(self, self.STATE) is not None
+
+    def state_id(self):
+        """Where the state lives (device addresses): a captured update is only valid there."""
+        state = getattr(self, self.STATE) or []
+        flat = [t for item in state for t in (item if isinstance(item, tuple) else (item,))]
+        return tuple(t.data_ptr() for t in flat + self.factors)
+
+    def _send(self, rows):
+        """Per-seed factors (Python floats, ROWS lists of S) -> ``self.factors``, rounded to
+        each group's dtype on the host as torch rounds a Python-float scalar; on a GPU
+        they travel from pinned memory without waiting for the device."""
+        values = torch.tensor(rows, dtype=torch.float64)               # (ROWS, S)
+        for factors in self.factors:
+            src = values.to(factors.dtype)
+            if factors.device.type == "cuda":
+                src = src.pin_memory()
+            factors.copy_(src, non_blocking=True)
+
+    def step(self, lrs):
+        """One update; ``lrs``: S learning rates (Python floats), one per seed."""
+        if self.layout.has_grads():
+            self.prepare(lrs)
+            self.update()
 
 
-class StackedSGD:
+class StackedSGD(_Stacked):
     r"""SGD with momentum over stacked (S, ...) parameters, one learning rate per seed.
 
     torch's update without dampening, weight decay or Nesterov:
     :math:`b \leftarrow \mu b + g` (:math:`b = g` at the first step),
     :math:`\theta \leftarrow \theta - \eta_s b`. Every operation is elementwise,
     so seed s's slice follows exactly the update ``torch.optim.SGD`` makes in a
-    separate run with lr :math:`\eta_s`.
+    separate run with lr :math:`\eta_s`; here each is one operator over the flat
+    buffer of all parameters and seeds.
     """
 
+    STATE = "momentum_buffers"
+
     def __init__(self, params, momentum=0.9):
-        self.params, self.momentum = list(params), float(momentum)
-        self.buffers = [None] * len(self.params)
-        self.steps = [0] * len(self.params)      # updates made with each buffer
-        self._lrs = (None, {})                   # the last lrs and their device copies
+        super().__init__(params)
+        self.momentum = float(momentum)
+        self.momentum_buffers = None            # one flat buffer per group once stepped
 
-    def zero_grad(self):
-        for p in self.params:
-            p.grad = None
+    @property
+    def buffers(self):
+        """Per parameter its momentum buffer (S, ...), a view; None before the first step."""
+        if self.momentum_buffers is None:
+            return [None] * len(self.params)
+        return self.layout.views(self.momentum_buffers)
 
-    def _lr_tensor(self, lrs, p):
-        """``lrs`` on ``p``'s device and dtype, made once per distinct ``lrs`` (an epoch)."""
-        key = tuple(float(v) for v in lrs)
-        if self._lrs[0] != key:
-            self._lrs = (key, {})
-        cache = self._lrs[1]
-        if (p.device, p.dtype) not in cache:
-            cache[p.device, p.dtype] = per_seed_tensor(list(key), p.device).to(p.dtype)
-        return cache[p.device, p.dtype]
+    def prepare(self, lrs):
+        self._send([[float(v) for v in lrs]])
 
     @torch.no_grad()
-    def step(self, lrs):
-        """One update; ``lrs``: S learning rates (Python floats), one per seed."""
-        live = [i for i, p in enumerate(self.params) if p.grad is not None]
-        for i in live:
-            if self.buffers[i] is None:
-                self.buffers[i] = self.params[i].grad.detach().clone()
-        warm = [i for i in live if self.buffers[i] is not None and self.steps[i] > 0]
-        for i in warm:                     # b <- mu b + g
-            self.buffers[i].mul_(self.momentum).add_(self.params[i].grad)
-        for i in live:
-            p = self.params[i]
-            lr = self._lr_tensor(lrs, p)
+    def update(self):
+        groups = self.layout.groups
+        grads = [group.gather_grads() for group in groups]             # each (n,), fresh
+        if self.momentum_buffers is None:
+            self.momentum_buffers = grads                               # b = g (torch: a clone)
+        else:
+            for b, g in zip(self.momentum_buffers, grads):              # b <- mu b + g
+                b.mul_(self.momentum).add_(g)
+        for group, b, factors in zip(groups, self.momentum_buffers, self.factors):
             # p - lr_s * b: value * lr * b with value = -1 is exact negation
-            p.addcmul_(lr.view((-1,) + (1,) * (p.ndim - 1)), self.buffers[i], value=-1)
-            self.steps[i] += 1
+            group.flat.addcmul_(group.per_element(factors)[0], b, value=-1)
 
     def seed_state_dict(self, s, lr):
         """Seed s's state as ``torch.optim.SGD(model.parameters(), lr, momentum).state_dict()``."""
@@ -83,18 +116,18 @@ class StackedSGD:
 
     def load_seed_state_dicts(self, states):
         """Stack per-seed ``torch.optim.SGD`` state dicts (all seeds at the same step)."""
-        for i, p in enumerate(self.params):
-            bufs = [st["state"].get(i, {}).get("momentum_buffer") for st in states]
-            if all(b is None for b in bufs):
-                self.buffers[i] = None
-            elif any(b is None for b in bufs):
-                raise InputError("resume: the seeds' optimiser states are at different steps")
-            else:
-                self.buffers[i] = torch.stack(bufs).to(p.device, p.dtype)
-            self.steps[i] = int(self.buffers[i] is not None)
+        bufs = [[st["state"].get(i, {}).get("momentum_buffer") for st in states]
+                for i in range(len(self.params))]
+        if all(b is None for per_seed in bufs for b in per_seed):
+            self.momentum_buffers = None
+            return
+        if any(b is None for per_seed in bufs for b in per_seed):
+            raise InputError("resume: the seeds' optimiser states are at different steps")
+        self.momentum_buffers = [g.new() for g in self.layout.groups]
+        self.layout.load(self.momentum_buffers, [torch.stack(b) for b in bufs])
 
 
-class StackedAdam:
+class StackedAdam(_Stacked):
     r"""Adam over stacked (S, ...) parameters, one learning rate and step count per seed.
 
     ``torch.optim.Adam``'s update without weight decay or AMSGrad, in its order
@@ -103,77 +136,88 @@ class StackedAdam:
     :math:`\theta \leftarrow \theta - \frac{\eta_s}{1 - \beta_1^t}\, m \,/\,
     (\sqrt{v} / \sqrt{1 - \beta_2^t} + \epsilon)`. Every operation is
     elementwise and the bias corrections are computed per seed as torch does
-    (Python floats), so seed s's slice follows the update of a separate run.
+    (Python floats, rounded to the parameters' dtype), so seed s's slice follows
+    the update of a separate run bit for bit; each operation runs once over the
+    flat buffer of all parameters and seeds, the per-seed factors spread to the
+    elements by one ``index_select``.
     """
 
-    def __init__(self, params, betas=(0.9, 0.999), eps=1e-8):
-        self.params = list(params)
-        self.betas, self.eps = (float(betas[0]), float(betas[1])), float(eps)
-        self.n_seeds = self.params[0].shape[0]
-        self.exp_avg = [None] * len(self.params)
-        self.exp_avg_sq = [None] * len(self.params)
-        self.steps = [[0] * self.n_seeds for _ in self.params]   # per parameter, per seed
+    ROWS = 2                                # -lr_s / (1 - beta1^t), sqrt(1 - beta2^t)
+    STATE = "moments"
 
-    def zero_grad(self):
-        for p in self.params:
-            p.grad = None
+    def __init__(self, params, betas=(0.9, 0.999), eps=1e-8):
+        super().__init__(params)
+        self.betas, self.eps = (float(betas[0]), float(betas[1])), float(eps)
+        self.moments = None                 # per group (exp_avg, exp_avg_sq) once stepped
+        self.steps = [0] * self.n_seeds     # per seed (every parameter steps together)
+
+    @property
+    def exp_avg(self):
+        """Per parameter its first moment (S, ...), a view; None before the first step."""
+        return self._views(0)
+
+    @property
+    def exp_avg_sq(self):
+        return self._views(1)
+
+    def _views(self, which):
+        if self.moments is None:
+            return [None] * len(self.params)
+        return self.layout.views([pair[which] for pair in self.moments])
+
+    def prepare(self, lrs):
+        """Count the step and send this step's per-seed factors, as torch computes them."""
+        beta1, beta2 = self.betas
+        self.steps = [t + 1 for t in self.steps]
+        self._send([[-float(lr) / (1 - beta1 ** t) for lr, t in zip(lrs, self.steps)],
+                    [(1 - beta2 ** t) ** 0.5 for t in self.steps]])
 
     @torch.no_grad()
-    def step(self, lrs):
-        """One update; ``lrs``: S learning rates (Python floats), one per seed.
-
-        The per-seed factors are computed in Python floats, as torch does, and
-        sent to the device once per distinct step count (usually once a step),
-        without waiting for the device.
-        """
+    def update(self):
         beta1, beta2 = self.betas
-        lrs = [float(v) for v in lrs]
-        factors = {}           # (steps, device, dtype, ndim) -> (-step size, sqrt(bc2)), (2, S)
-        for i, p in enumerate(self.params):
-            if p.grad is None:
-                continue
-            if self.exp_avg[i] is None:
-                self.exp_avg[i] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                self.exp_avg_sq[i] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            g, m, v = p.grad, self.exp_avg[i], self.exp_avg_sq[i]
+        if self.moments is None:
+            self.moments = [(g.new(), g.new()) for g in self.layout.groups]
+        for group, (m, v), factors in zip(self.layout.groups, self.moments, self.factors):
+            g = group.gather_grads()                                    # (n,)
             m.lerp_(g, 1 - beta1)
             v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-            steps = self.steps[i] = [t + 1 for t in self.steps[i]]
-            key = (tuple(steps), p.device, p.dtype, p.ndim)
-            if key not in factors:
-                rows = [[-lr / (1 - beta1 ** t) for lr, t in zip(lrs, steps)],
-                        [(1 - beta2 ** t) ** 0.5 for t in steps]]
-                factors[key] = per_seed_tensor(rows, p.device).to(p.dtype).view(
-                    (2, -1) + (1,) * (p.ndim - 1))               # each (S, 1, ...)
-            neg_step, bc2_sqrt = factors[key]
-            denom = (v.sqrt() / bc2_sqrt).add_(self.eps)
-            # torch's addcdiv(p, m, denom, value=-step_size): p + (-step_size * m) / denom
-            p.add_(m.mul(neg_step).div_(denom))
+            neg_step, bc2_sqrt = group.per_element(factors)             # each (n,)
+            denom = v.sqrt().div_(bc2_sqrt).add_(self.eps)
+            # torch's addcdiv(p, m, denom, value=-step_size) is p + (-step_size * m) / denom;
+            # with a per-element step size, the product first, then addcdiv with value 1
+            # (exact), so the same roundings in the same order
+            group.flat.addcdiv_(m.mul(neg_step), denom)
 
     def seed_state_dict(self, s, lr):
         """Seed s's state as ``torch.optim.Adam(model.parameters(), lr).state_dict()``."""
         template = torch.optim.Adam([torch.zeros(()) for _ in self.params], lr=float(lr),
                                     betas=self.betas, eps=self.eps).state_dict()
-        state = {i: {"step": torch.tensor(float(self.steps[i][s])),
-                     "exp_avg": m[s].detach().clone(),
-                     "exp_avg_sq": self.exp_avg_sq[i][s].detach().clone()}
-                 for i, m in enumerate(self.exp_avg) if m is not None}
+        if self.moments is None:
+            return {"state": {}, "param_groups": template["param_groups"]}
+        state = {i: {"step": torch.tensor(float(self.steps[s])),
+                     "exp_avg": m[s].detach().clone(), "exp_avg_sq": v[s].detach().clone()}
+                 for i, (m, v) in enumerate(zip(self.exp_avg, self.exp_avg_sq))}
         return {"state": state, "param_groups": template["param_groups"]}
 
     def load_seed_state_dicts(self, states):
-        """Stack per-seed ``torch.optim.Adam`` state dicts (steps may differ per seed)."""
-        for i, p in enumerate(self.params):
-            per_seed = [st["state"].get(i) for st in states]
-            if all(entry is None for entry in per_seed):
-                self.exp_avg[i] = self.exp_avg_sq[i] = None
-                self.steps[i] = [0] * self.n_seeds
-                continue
-            if any(entry is None for entry in per_seed):
-                raise InputError("resume: some seeds' optimiser states lack a parameter")
-            self.exp_avg[i] = torch.stack([e["exp_avg"] for e in per_seed]).to(p.device, p.dtype)
-            self.exp_avg_sq[i] = torch.stack([e["exp_avg_sq"] for e in per_seed]).to(
-                p.device, p.dtype)
-            self.steps[i] = [int(float(e["step"])) for e in per_seed]
+        """Stack per-seed ``torch.optim.Adam`` state dicts (steps may differ per seed, not
+        between one seed's parameters)."""
+        entries = [[st["state"].get(i) for st in states] for i in range(len(self.params))]
+        if all(e is None for per_seed in entries for e in per_seed):
+            self.moments, self.steps = None, [0] * self.n_seeds
+            return
+        if any(e is None for per_seed in entries for e in per_seed):
+            raise InputError("resume: some seeds' optimiser states lack a parameter")
+        steps = [{int(float(per_seed[s]["step"])) for per_seed in entries}
+                 for s in range(self.n_seeds)]
+        if any(len(t) != 1 for t in steps):
+            raise InputError("resume: a seed's parameters are at different Adam steps; the "
+                             "stacked Adam steps them together (start that seed afresh)")
+        self.steps = [t.pop() for t in steps]
+        self.moments = [(g.new(), g.new()) for g in self.layout.groups]
+        for which, key in enumerate(("exp_avg", "exp_avg_sq")):
+            self.layout.load([pair[which] for pair in self.moments],
+                             [torch.stack([e[key] for e in per_seed]) for per_seed in entries])
 
 
 def stacked_optimizer(name, params, momentum=0.9, betas=(0.9, 0.999), eps=1e-8):

@@ -63,7 +63,8 @@ def run_config(c, paradigm, seed):
                        device=c.device, threshold=c.threshold,
                        dataset=paper_setting(c.dataset), n_classes=c.n_classes,
                        chunk=c.chunk, width=c.width, eval_every=c.eval_every,
-                       checkpoint_every=c.checkpoint_every, time_limit=c.time_limit)
+                       checkpoint_every=c.checkpoint_every, time_limit=c.time_limit,
+                       compile=c.compile)
 
 
 def run_experiment(c, out=None, resume=False, progress=None, log=None, on_epoch=None):

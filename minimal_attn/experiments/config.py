@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Union
 
 from minimal_attn import PARADIGMS
 from minimal_attn.errors import InputError
-from minimal_attn.experiments.train_loop import OPTIMIZERS, paper_setting
+from minimal_attn.experiments.train_loop import COMPILE_MODES, OPTIMIZERS, paper_setting
 
 BACKEND_DATASETS = {"numpy": ("synthetic", "linear-orthogonal"),
                     "torch": ("synthetic", "cifar10", "cifar100")}
@@ -81,6 +81,7 @@ class ExperimentConfig:
     eval_every: int = 1                        # score the test set every k epochs (and last)
     checkpoint_every: int = 1                  # checkpoint every k epochs (and the last)
     time_limit: Optional[float] = None         # seconds per run: stop at the next epoch end
+    compile: str = "none"                      # batch_seeds steps: none, compile, cudagraph
 
 
 def apply_protocol(config, name, explicit=()):
@@ -133,10 +134,13 @@ def check_config(c):
     if not 0 <= c.momentum < 1:
         raise InputError(f"momentum must lie in [0, 1), got {c.momentum}", param="momentum")
     for name, allowed in (("optimizer", OPTIMIZERS), ("focus_init", FOCUS_INITS),
-                          ("classifier", CLASSIFIERS)):
+                          ("classifier", CLASSIFIERS), ("compile", COMPILE_MODES)):
         if getattr(c, name) not in allowed:
             raise InputError(f"{name} must be one of {', '.join(allowed)}, got "
                              f"{getattr(c, name)!r}", param=name)
+    if c.compile != "none" and not c.batch_seeds:
+        raise InputError(f"compile {c.compile} applies to seeds trained as one model: set "
+                         f"batch_seeds, or compile none", param="compile")
     if c.backend == "numpy":
         for name, default in (("optimizer", "sgd"), ("focus_init", "zero"),
                               ("classifier", "paper")):

@@ -31,6 +31,9 @@ PAPER_LR = {"cifar10": {"sa": 0.01, "ha": 0.005, "lv": 0.01},
 #: same rate.
 ADAM_LR = {"sa": 5e-4, "ha": 5e-4, "lv": 5e-4}
 OPTIMIZERS = ("sgd", "adam")
+#: How the seed-batched CNN trainer runs a step (backends/vr/batched_step.py): eagerly,
+#: through torch.compile, or captured whole in a CUDA graph (CUDA only).
+COMPILE_MODES = ("none", "compile", "cudagraph")
 #: Defaults for the linear FCAM (plain gradient descent from zero), chosen on the
 #: synthetic Gaussian mosaics; the paper gives none for this experiment.
 LINEAR_LR = {"sa": 0.5, "ha": 0.5, "lv": 0.5}
@@ -70,6 +73,7 @@ class TrainConfig:
     eval_every: int = 1                  # score the test set every k epochs and at the end
     checkpoint_every: int = 1            # checkpoint every k epochs and at the end
     time_limit: Optional[float] = None   # seconds: end the run at the next epoch boundary
+    compile: str = "none"                # seeds batched: none, compile or cudagraph (CUDA)
 
     def __post_init__(self):
         self.paradigm = check_paradigm(self.paradigm)
@@ -80,6 +84,9 @@ class TrainConfig:
             if int(getattr(self, key)) < 1:
                 raise InputError(f"{key} must be a whole number >= 1, got "
                                  f"{getattr(self, key)!r}", param=key)
+        if self.compile not in COMPILE_MODES:
+            raise InputError(f"compile must be one of {', '.join(COMPILE_MODES)}, got "
+                             f"{self.compile!r}", param="compile")
         if self.time_limit is not None and not float(self.time_limit) > 0:
             raise InputError(f"time_limit must be a positive number of seconds, got "
                              f"{self.time_limit!r}", param="time_limit")
