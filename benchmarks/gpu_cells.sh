@@ -22,7 +22,8 @@
 # `attn-dyn cells import cells_results.tar.gz` (it keeps a complete record over a partial
 # one), then `attn-dyn cells report`.
 # --dry-run lists the cells, their estimated minutes on --card and what would run.
-# GPU_CELLS_DEVICE=cpu runs the same path on the CPU (a smoke test with tiny-* cells).
+# GPU_CELLS_DEVICE=cpu runs the same path on the CPU (a smoke test with tiny-* cells);
+# GPU_CELLS_COMPILE=cudagraph|compile runs the CNN FCAM cells' steps that way (default none).
 set -u
 cd "$(dirname "$0")/.."
 
@@ -141,7 +142,9 @@ START=$SECONDS; ROWS=(); FAILED=0; started=0
 mkdir -p runs/cells
 run_one() {   # name left: run one cell, leave "STATE|seconds|last line" in runs/cells/NAME.status
   local name=$1 left=$2 t0=$SECONDS limit=() rc state
-  case "$name" in t1-cifar*|cpu-t1-*|tiny-t1-*) limit=(--time-limit $(( left > 2 * MARGIN ? left - MARGIN : left / 2 ))) ;; esac
+  case "$name" in t1-cifar*|cpu-t1-*|tiny-t1-*)
+    limit=(--time-limit $(( left > 2 * MARGIN ? left - MARGIN : left / 2 )) --compile "${GPU_CELLS_COMPILE:-none}") ;;
+  esac
   OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} timeout "$left" $ATTN cells run "$name" --data-root "$DATA" \
     --device "${GPU_CELLS_DEVICE:-cuda}" "${limit[@]}" >"runs/cells/$name.log" 2>&1
   rc=$?

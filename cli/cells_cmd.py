@@ -15,6 +15,7 @@ from minimal_attn.cli.options import CONTEXT, default
 from minimal_attn.experiments import cell_costs as costs
 from minimal_attn.experiments import cells as lib
 from minimal_attn.experiments.results_store import write_report
+from minimal_attn.experiments.train_loop import COMPILE_MODES
 
 RESULTS, WORK = default(lib.run_cell, "results_dir"), default(lib.run_cell, "work_root")
 README = "README.md"         # the repository's README, whose results block is generated
@@ -85,7 +86,11 @@ def list_cells(card, as_json):
 @click.option("--time-limit", type=float, default=None,
               help="Seconds of training per CNN FCAM cell: it ends at the next epoch "
                    "boundary, is evaluated as it stands and its record says time_limited.")
-def run_cells(names, data_root, results_dir, work, device, time_limit):
+@click.option("--compile", "compile_mode", type=click.Choice(COMPILE_MODES),
+              default=default(lib.run_cell, "compile"), show_default=True,
+              help="CNN FCAM cells: run each seed-batched step eagerly (none), through "
+                   "torch.compile, or captured whole in a CUDA graph (cudagraph, CUDA only).")
+def run_cells(names, data_root, results_dir, work, device, time_limit, compile_mode):
     """Run the cells NAMES in order; each writes results/cells/NAME.json.
 
     A part NAME@K trains the K-th block of the cell's seeds (`attn-dyn cells
@@ -96,7 +101,8 @@ def run_cells(names, data_root, results_dir, work, device, time_limit):
     for name in names:
         record = lib.run_cell(name, data_root, results_dir, work, device,
                               log=lambda line: click.echo(line, err=True),
-                              command=["attn-dyn", *sys.argv[1:]], time_limit=time_limit)
+                              command=["attn-dyn", *sys.argv[1:]], time_limit=time_limit,
+                              compile=compile_mode)
         p = record["provenance"]
         click.echo(f"{name}: done in {p['wall_seconds']} s on {p['card']}; wrote "
                    f"{results_dir}/cells/{name}.json")

@@ -45,6 +45,7 @@ from minimal_attn.cli.options import (
     unused_warnings,
 )
 from minimal_attn.errors import InputError
+from minimal_attn.experiments.train_loop import COMPILE_MODES
 from minimal_attn.experiments.train_report import summary_markdown
 
 D = ExperimentConfig()          # the defaults live in the dataclasses, not here
@@ -173,6 +174,11 @@ def _task_belongs_to_train_seq(ctx, param, value):
                    "epoch lines in between show no test numbers. Training is unchanged.")
 @click.option("--checkpoint-every", type=int, default=D.checkpoint_every, show_default=True,
               help="With --out: checkpoint every k epochs (and at a run's last epoch).")
+@click.option("--compile", type=click.Choice(COMPILE_MODES), default=D.compile,
+              show_default=True,
+              help="With --batch-seeds: run each step eagerly (none), through torch.compile, "
+                   "or captured whole in a CUDA graph (cudagraph, CUDA only). Results agree "
+                   "with none to float rounding.")
 @click.option("--time-limit", type=float, default=D.time_limit,
               help="Seconds per run (a seed; all seeds with --batch-seeds): end it at the "
                    "next epoch boundary, evaluate it as it stands and record time_limited "

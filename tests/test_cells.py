@@ -141,6 +141,11 @@ def test_cells_commands(tmp_path):
     r = runner.invoke(cli, ["cells", "run", "t1-cifar10-m5-authors-sa", "--data-root",
                             str(tmp_path), "--results", str(tmp_path / "r")])
     assert r.exit_code == 2 and "cifar10-full" in r.output and not (tmp_path / "r").exists()
+    r = runner.invoke(cli, ["cells", "run", "tiny-synthetic-copy", "--compile", "compile",
+                            "--results", str(tmp_path / "r")])
+    assert r.exit_code == 2 and "CNN FCAM cells" in r.output and not (tmp_path / "r").exists()
+    r = runner.invoke(cli, ["train", "--compile", "compile", "--out", str(tmp_path / "t")])
+    assert r.exit_code == 2 and "--batch-seeds" in r.output and not (tmp_path / "t").exists()
 
 
 def test_gpu_cells_dry_run_lists_cells_with_times():

@@ -1,6 +1,6 @@
 r"""How each kind of cell runs: one runner per ``settings["runner"]`` (issue 19).
 
-A runner takes ``(cell, data_dir, work, device, log, time_limit)``, runs the
+A runner takes ``(cell, data_dir, work, device, log, control)``, runs the
 cell's experiment through its library call (:func:`.table1.run_experiment`'s
 driver, ``run_hatexplain``, ``run_agreement``, ``run_synthetic``) in the run
 folder ``work`` (a rerun resumes there) and returns ``(result, settings,
@@ -11,17 +11,19 @@ imported inside the runners, when a cell runs.
 from minimal_attn.experiments.results_store import summarise
 
 
-def fcam_config(cell, data_dir, device, time_limit=None):
+def fcam_config(cell, data_dir, device, control=None):
+    """The ExperimentConfig of a Table 1 cell; ``control``: run control that leaves the
+    results as they are (``time_limit`` in seconds, ``compile`` mode of the step)."""
     from minimal_attn.experiments.config import ExperimentConfig, apply_protocol
 
     s = dict(cell.settings)
     given = {k: s[k] for k in ("seeds", "first_seed", "n_train", "n_test", "epochs", "width",
                                "batch_size") if k in s}
-    control = {k: s[k] for k in ("eval_every", "checkpoint_every") if k in s}
+    cadence = {k: s[k] for k in ("eval_every", "checkpoint_every") if k in s}
     c = ExperimentConfig(backend="torch", dataset=s["dataset"], data_dir=data_dir, m=s["m"],
                          paradigms=[s["paradigm"]], switch_epoch=s.get("switch_epoch"),
-                         device=device, batch_seeds=True, time_limit=time_limit,
-                         **given, **control)
+                         device=device, batch_seeds=True, **(control or {}),
+                         **given, **cadence)
     return apply_protocol(c, s["protocol"], explicit=set(given))
 
 
@@ -33,16 +35,16 @@ def synthetic_size(s):
                 **(tiny if s["size"] == "tiny" else {}))
 
 
-def _run_fcam(cell, data_dir, work, device, log, time_limit=None):
+def _run_fcam(cell, data_dir, work, device, log, control=None):
     from minimal_attn.backends.vr.table1 import run_experiment
 
-    c = fcam_config(cell, data_dir, device, time_limit)
+    c = fcam_config(cell, data_dir, device, control)
     results, meta = run_experiment(c, out=work, resume=True, log=log)
     result = fcam_result(results, meta, cell.settings["paradigm"])
     settings = {k: meta[k] for k in ("dataset", "m", "protocol", "optimizer", "focus_init",
                                      "classifier", "stop_loss", "epochs", "batch_size",
                                      "n_train", "n_test", "width", "lr", "switch_epoch",
-                                     "eval_every", "time_limit")}
+                                     "eval_every", "time_limit", "compile")}
     return result, dict(settings, seeds=len(meta["seeds"]), first_seed=meta["seeds"][0]), \
         meta["device"]
 
@@ -60,7 +62,7 @@ def fcam_result(results, meta, paradigm):
     return result
 
 
-def _run_hatexplain(cell, data_dir, work, device, log, time_limit=None):
+def _run_hatexplain(cell, data_dir, work, device, log, control=None):
     from minimal_attn.backends.vr.text_train import (
         HateXplainConfig,
         TextTrainConfig,
@@ -79,7 +81,7 @@ def _run_hatexplain(cell, data_dir, work, device, log, time_limit=None):
         meta["device"]
 
 
-def _run_agreement(cell, data_dir, work, device, log, time_limit=None):
+def _run_agreement(cell, data_dir, work, device, log, control=None):
     from minimal_attn.backends.snell.agreement import AgreementConfig, run_agreement
 
     s = cell.settings
@@ -98,7 +100,7 @@ def agreement_result(out):
             "performance_name": out["performance"]}
 
 
-def _run_synthetic(cell, data_dir, work, device, log, time_limit=None):
+def _run_synthetic(cell, data_dir, work, device, log, control=None):
     from minimal_attn.backends.snell.synthetic_experiments import run_synthetic
     from minimal_attn.backends.snell.synthetic_train import SyntheticConfig
 

@@ -211,13 +211,16 @@ def unfinished(results_dir="results", scale="paper"):
 
 
 def run_cell(name, data_root, results_dir="results", work_root="runs/cells", device="auto",
-             log=None, command=None, time_limit=None):
+             log=None, command=None, time_limit=None, compile="none"):
     """Run one cell and write its record; returns the record.
 
     ``time_limit`` (seconds, Table 1 cells of the CNN FCAM): training ends at the
     first epoch boundary after it, the seeds are evaluated as they stand, and the
     record names the seeds cut short (``result.time_limited``) beside the epochs
-    each ran, so a partial cell is never read as a finished one.
+    each ran, so a partial cell is never read as a finished one. ``compile``
+    (same cells): how the seed-batched step runs (``none``, ``compile``,
+    ``cudagraph``: :mod:`minimal_attn.backends.vr.batched_step`), recorded in the
+    record's settings.
 
     ``data_root`` holds the cell's data folder (``cell.data``: ``cifar10`` the
     subset, ``cifar10-full`` the complete CIFAR-10 as ``cifar-10-batches-py``,
@@ -233,11 +236,14 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
                              f"({data_root}); see `attn-dyn cells list`", param="data_root")
     work = os.path.join(work_root, name)
     t0 = time.perf_counter()
-    if time_limit is not None and cell.settings["runner"] != "fcam":
-        raise InputError(f"time_limit applies to the CNN FCAM cells (t1-cifar10-*); cell "
-                         f"{name} runs to its end", param="time_limit")
+    control = {"time_limit": time_limit, "compile": compile}
+    if cell.settings["runner"] != "fcam":
+        for key, default in (("time_limit", None), ("compile", "none")):
+            if control[key] != default:
+                raise InputError(f"{key} applies to the CNN FCAM cells (t1-cifar10-*), not "
+                                 f"to cell {name}: drop it", param=key)
     result, settings, used = cell_runners.RUNNERS[cell.settings["runner"]](
-        cell, data_dir, work, device, log or (lambda line: None), time_limit)
+        cell, data_dir, work, device, log or (lambda line: None), control)
     record = {"format": 1, "cell": name, "kind": cell.kind, "scale": cell.scale,
               "title": cell.title, "settings": settings, "result": result,
               "paper": cell.paper or None,

@@ -139,8 +139,8 @@ def check_config(c):
             raise InputError(f"{name} must be one of {', '.join(allowed)}, got "
                              f"{getattr(c, name)!r}", param=name)
     if c.compile != "none" and not c.batch_seeds:
-        raise InputError(f"compile {c.compile} applies to seeds trained as one model: set "
-                         f"batch_seeds, or compile none", param="compile")
+        raise InputError(f"compile {c.compile!r} applies to seeds trained as one model: set "
+                         "batch_seeds, or compile 'none'", param=("compile", "batch_seeds"))
     if c.backend == "numpy":
         for name, default in (("optimizer", "sgd"), ("focus_init", "zero"),
                               ("classifier", "paper")):

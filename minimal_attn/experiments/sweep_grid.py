@@ -31,12 +31,12 @@ from minimal_attn.errors import InputError, check_paradigm
 from minimal_attn.experiments.config import ExperimentConfig, apply_protocol, check_config
 
 #: Where and how fast, not what: left out of cell names and of the match on rerun.
-OPERATIONAL = ("data_dir", "device", "threads", "chunk", "batch_seeds")
+OPERATIONAL = ("data_dir", "device", "threads", "chunk", "batch_seeds", "compile")
 _FIELDS = {f.name: f for f in fields(ExperimentConfig)}
 #: The grid keys: every setting of ``attn-dyn train`` (``paradigms`` spelled ``paradigm``).
 KEYS = tuple(sorted(["paradigm"] + [k for k in _FIELDS if k != "paradigms"]))
-_INTS = ("m", "epochs", "seeds", "n_train", "n_test", "batch_size", "n_classes", "data_seed",
-         "threads", "chunk")
+_INTS = ("m", "epochs", "seeds", "first_seed", "n_train", "n_test", "batch_size", "n_classes",
+         "data_seed", "threads", "chunk")
 _FLOATS = ("momentum", "width", "threshold", "stop_loss", "hybrid_lr", "lr")
 _NAME_FIRST = ("dataset", "m", "protocol", "paradigm")
 MAX_NAME = 200
