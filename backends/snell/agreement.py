@@ -25,6 +25,7 @@ from dataclasses import asdict, replace
 import numpy as np
 
 from minimal_attn import logistic_proxy, proxy
+from minimal_attn._proxy_fast import beta_px_rows
 from minimal_attn.backends.snell.config import AgreementConfig  # noqa: F401 (re-exported)
 from minimal_attn.backends.snell.inputs import check_embeddings, check_int, check_run
 from minimal_attn.backends.snell.train import (
@@ -83,11 +84,19 @@ def _splits(task, c):
 
 
 def _proxy_rows(task, c):
+    """beta^px per pair of each split; the proxy trained in float64 on ``c.device`` (its
+    dense Adam over the (|I|, d) embeddings is the bulk of the work)."""
+    import torch
+
+    device = get_device(c.device, param="device")
+    like_array = None if device.type == "cpu" else torch.zeros(0, dtype=torch.float64,
+                                                               device=device)
     params, _ = proxy.train_proxy(task.train_src, task.train_tgt, task.n_vocab, task.n_out,
                                   proxy.ProxyConfig(d=c.proxy_d, epochs=c.proxy_epochs,
                                                     seed=c.seed),
-                                  val=(task.val_src, task.val_tgt))
-    return {f"{name}_beta_px": [proxy.beta_px(params, x, y) for x, y in zip(*pairs)]
+                                  val=(task.val_src, task.val_tgt), like_array=like_array)
+    # = [proxy.beta_px(params, x, y) for x, y in pairs], in one gather
+    return {f"{name}_beta_px": beta_px_rows(params, *pairs)
             for name, pairs in _splits(task, c).items()}
 
 
