@@ -178,11 +178,14 @@ def _table(new, ref=None):
     head = f"{'phase':34s} {'host':>5s}" + (f" {'old s':>9s}" if ref else "") + f" {'new s':>9s}"
     print(head + ("   old/new" if ref else ""))
     rows = names + ["train (all)", "total"]
+    def seconds(r, k):
+        if k == "train (all)":
+            return sum(v for n, v in r["seconds"].items() if n in TRAIN)
+        return r["wall"] if k == "total" else r["seconds"].get(k, 0.0)
+
     for k in rows:
-        def get(r):
-            if k == "train (all)":
-                return sum(v for n, v in r["seconds"].items() if n in TRAIN)
-            return r["wall"] if k == "total" else r["seconds"].get(k, 0.0)
+        def get(r, k=k):
+            return seconds(r, k)
         host = "" if k in ("train (all)", "total") else \
             ("yes" if new["host"].get(k, (ref or new)["host"].get(k, True)) else "no")
         line = f"{k:34s} {host:>5s}" + (f" {get(ref):9.2f}" if ref else "") + f" {get(new):9.2f}"
