@@ -110,26 +110,41 @@ def _adam_block(p, g, m, v, a, b, lr, b1, b2, eps, c1, c2):
     p -= a
 
 
-def beta_px_rows(params, xs, ys):
-    """``[proxy.beta_px(params, x, y) for x, y in zip(xs, ys)]`` (NumPy arrays), computed as
-    one gather from the log-softmax of every source token at once, in the parameters'
-    namespace (so on their device), and read back in one copy."""
-    W, e = params["W"], params["e"]
-    xp = get_xp(W, e)
+def beta_px_rows(params, xs, ys, max_entries=1 << 22):
+    """``[proxy.beta_px(params, x, y) for x, y in zip(xs, ys)]`` as NumPy arrays, from one
+    log-softmax table per group of pairs (of each distinct source word of the group, so a
+    repeated word gets the very same numbers: Kendall's tau sees its ties), gathered in the
+    parameters' namespace (on their device) and read back once a group. A group's table
+    holds at most about ``max_entries`` numbers."""
+    W = params["W"]
+    xp = get_xp(W, params["e"])
     L = np.fromiter(map(len, xs), dtype=np.int64, count=len(xs))
     T = np.fromiter(map(len, ys), dtype=np.int64, count=len(ys))
+    out, per = [], max(1, max_entries // max(W.shape[0], 1))           # source tokens a group
+    start = 0
+    while start < len(xs):
+        stop = max(start + 1, int(np.searchsorted(np.cumsum(L[start:]), per, "right")) + start)
+        out += _beta_px_group(params, xp, xs[start:stop], ys[start:stop], L[start:stop],
+                              T[start:stop])
+        start = stop
+    return out
+
+
+def _beta_px_group(params, xp, xs, ys, L, T):
+    W, e = params["W"], params["e"]
     if not (L * T).sum():
         return [np.zeros((t_n, l_n)) for t_n, l_n in zip(T, L)]
     x_all = np.concatenate([np.asarray(x, dtype=np.int64) for x in xs])   # (sum L,)
     y_all = np.concatenate([np.asarray(y, dtype=np.int64) for y in ys])   # (sum T,)
-    logp = log_softmax(xp.take(e, like(xp, x_all, W), axis=0) @ W.T)     # (sum L, |O|)
-    # entry (t, l) of pair n reads logp[start_L[n] + l, y_all[start_T[n] + t]]
+    words, word_of = np.unique(x_all, return_inverse=True)
+    logp = log_softmax(xp.take(e, like(xp, words, W), axis=0) @ W.T)     # (words, |O|), Eq. (6)
+    # entry (t, l) of pair n reads logp[word of token start_L[n] + l, y_all[start_T[n] + t]]
     size = T * L
     pair = np.repeat(np.arange(len(xs)), size)
     k = np.arange(size.sum()) - np.repeat(np.cumsum(size) - size, size)  # t * L_n + l
-    rows = (np.cumsum(L) - L)[pair] + k % L[pair]                       # source token
-    cols = y_all[(np.cumsum(T) - T)[pair] + k // L[pair]]               # its target word
-    flat = xp.exp(xp.take(xp.reshape(logp, (-1,)), like(xp, rows * logp.shape[1] + cols, W)))
-    flat = to_numpy(flat)
+    rows = word_of.reshape(-1)[(np.cumsum(L) - L)[pair] + k % L[pair]]
+    cols = y_all[(np.cumsum(T) - T)[pair] + k // L[pair]]
+    flat = to_numpy(xp.exp(xp.take(xp.reshape(logp, (-1,)),
+                                   like(xp, rows * logp.shape[1] + cols, W))))
     return [a.reshape(t_n, l_n) for a, t_n, l_n in
             zip(np.split(flat, np.cumsum(size)[:-1]), T, L)]

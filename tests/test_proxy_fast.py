@@ -98,3 +98,18 @@ def test_train_proxy_in_torch_matches_numpy():
     for a, b in zip(_proxy_fast.beta_px_rows(got, src, tgt),
                     _proxy_fast.beta_px_rows(ref, src, tgt)):
         np.testing.assert_allclose(a, b, rtol=1e-8)
+
+
+def test_beta_px_rows_in_groups_and_repeated_words_tie_exactly():
+    # beta^px is a function of the word: a word repeated in a sentence gets equal columns
+    rng = np.random.default_rng(5)
+    params = {"W": rng.normal(size=(7, 5)), "e": rng.normal(size=(4, 5))}
+    src, tgt = _pairs(rng, 40, 4, 7)                       # 4 words: many repeats
+    whole = _proxy_fast.beta_px_rows(params, src, tgt)
+    small = _proxy_fast.beta_px_rows(params, src, tgt, max_entries=20)   # ~3 tokens a group
+    for a, b, x in zip(whole, small, src):
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=0)
+        for i in range(len(x)):
+            for j in range(len(x)):
+                if x[i] == x[j]:
+                    assert np.array_equal(a[:, i], a[:, j])

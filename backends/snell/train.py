@@ -168,7 +168,10 @@ def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, l
     model = build_model(task, c).to(device)
     if embeddings is not None:
         load_embeddings(model, embeddings, task.itos, log)
-    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=c.lr)
+    # foreach: the same arithmetic as the per-tensor loop (bit for bit), in fewer passes; the
+    # default on a GPU, and on the CPU it saves a quarter of the (dense) embedding's update
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=c.lr,
+                           foreach=True)
     step, history = 0, []
     ensure_dir(out_dir)
     if state is not None:
