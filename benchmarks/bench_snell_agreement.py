@@ -10,6 +10,10 @@ old / new per phase: the before/after of the same configuration in one run.
     OMP_NUM_THREADS=1 python benchmarks/bench_snell_agreement.py --dataset sst2 --steps 100 \
         [--reference-commit b01c497] [--max-train N] [--max-val N] [--device cpu|cuda]
 
+``--train-steps-only`` times training steps alone (batch, forward, backward, Adam), the
+route before issue 19 against today's, alternating step by step in one process (their
+parameters must come out equal).
+
 On a GPU (the paper's widths; a few minutes on an H100 for SST-2):
 
     python benchmarks/bench_snell_agreement.py --dataset sst2 --device cuda --steps 1000
@@ -146,6 +150,72 @@ def _run(args):
             "code": os.path.dirname(os.path.dirname(__import__("minimal_attn").__file__))}
 
 
+def _step_times(args):
+    """Seconds per training step (batch, forward, backward, Adam) at the configured widths:
+    the readable route (a batch padded from Python lists, torch's packing, Adam one tensor at
+    a time; the code before issue 19) against the loop's (a batch cut from the padded split,
+    Adam foreach), alternating, with the same batches."""
+    import numpy as np
+    import torch
+
+    from minimal_attn.backends.snell import seq_models
+    from minimal_attn.backends.snell.batches import SplitTensors
+    from minimal_attn.backends.snell.eval import batch_loss, loss_on_batch
+    from minimal_attn.backends.snell.train import SeqTrainConfig, batch_indices, build_model
+    from minimal_attn.datasets.seq import load_text_task
+
+    if args.device == "cpu":
+        torch.set_num_threads(args.threads)
+    kind = "classify" if args.dataset == "sst2" else "translate"
+    task = load_text_task(kind, args.dataset, args.data_dir or os.path.join(
+        HERE, "..", "..", "shared", "data", args.dataset), args.max_train, args.max_val,
+        args.vocab_size)
+    c = SeqTrainConfig(task=kind, hidden=args.hidden, out_hidden=args.hidden, emb=args.emb,
+                       device=args.device).resolved()
+    split = SplitTensors(task, task.train_src, task.train_tgt, args.device)
+    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
+
+    def torch_encode(lstm, emb, lengths):          # the packing before issue 19
+        from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+        packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        out, state = lstm(packed)
+        return pad_packed_sequence(out, batch_first=True, total_length=emb.shape[1])[0], state
+
+    fast_encode, times = seq_models._encode, {"old": [], "new": []}
+    models = {}
+    for route in ("old", "new"):
+        torch.manual_seed(0)
+        model = build_model(task, c).to(args.device)
+        opt = torch.optim.Adam(model.parameters(), lr=c.lr, foreach=route == "new")
+        models[route] = (model, opt)
+    for step in range(args.steps + 2):                  # two warm-up steps
+        idx = batch_indices(step, c.batch_size, len(task.train_src), 0)
+        for route in ("old", "new"):
+            model, opt = models[route]
+            seq_models._encode = torch_encode if route == "old" else fast_encode
+            sync()
+            t0 = time.perf_counter()
+            if route == "old":
+                loss = loss_on_batch(model, task, [task.train_src[i] for i in idx],
+                                     [task.train_tgt[i] for i in idx], args.device)
+            else:
+                loss = batch_loss(model, task, split.batch(idx))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sync()
+            if step >= 2:
+                times[route].append(time.perf_counter() - t0)
+    seq_models._encode = fast_encode
+    same = all(torch.equal(a, b) for a, b in zip(models["old"][0].state_dict().values(),
+                                                  models["new"][0].state_dict().values()))
+    old, new = np.mean(times["old"]), np.mean(times["new"])
+    print(f"{args.dataset}: hidden {c.hidden}, emb {c.emb}, batch {c.batch_size}, "
+          f"{task.n_vocab} ids, device {args.device}, {args.steps} steps")
+    print(f"old route {1e3 * old:.1f} ms/step, new {1e3 * new:.1f} ms/step, old/new "
+          f"{old / new:.2f}x; parameters after the steps equal: {same}")
+
+
 def _reference(args, commit):
     """The same benchmark run by the code of ``commit`` in a child process."""
     tree = tempfile.mkdtemp(prefix="bench_snell_ref_")
@@ -219,7 +289,12 @@ def main(argv=None):
     p.add_argument("--reference-commit", default=None,
                    help="also run the code of this commit first, and print old / new")
     p.add_argument("--json", default=None, help="write the phase seconds here")
+    p.add_argument("--train-steps-only", action="store_true",
+                   help="only time training steps, old route against new, alternating")
     args = p.parse_args(argv)
+    if args.train_steps_only:
+        _step_times(args)
+        return 0
     ref = _reference(args, args.reference_commit) if args.reference_commit else None
     new = _run(args)
     if args.json:
