@@ -182,16 +182,17 @@ def _step_times(args):
         return pad_packed_sequence(out, batch_first=True, total_length=emb.shape[1])[0], state
 
     fast_encode, times = seq_models._encode, {"old": [], "new": []}
-    models = {}
+    models, rng = {}, {}
     for route in ("old", "new"):
         torch.manual_seed(0)
         model = build_model(task, c).to(args.device)
         opt = torch.optim.Adam(model.parameters(), lr=c.lr, foreach=route == "new")
-        models[route] = (model, opt)
+        models[route], rng[route] = (model, opt), torch.get_rng_state()
     for step in range(args.steps + 2):                  # two warm-up steps
         idx = batch_indices(step, c.batch_size, len(task.train_src), 0)
         for route in ("old", "new"):
             model, opt = models[route]
+            torch.set_rng_state(rng[route])             # each its own dropout stream
             seq_models._encode = torch_encode if route == "old" else fast_encode
             sync()
             t0 = time.perf_counter()
@@ -204,6 +205,7 @@ def _step_times(args):
             loss.backward()
             opt.step()
             sync()
+            rng[route] = torch.get_rng_state()
             if step >= 2:
                 times[route].append(time.perf_counter() - t0)
     seq_models._encode = fast_encode
