@@ -102,3 +102,22 @@ def test_batch_loss_of_the_split_equals_the_list_route(torch_one_thread):
                                                [task.train_tgt[i] for i in idx], "cpu"),
                        paradigm)
         assert torch.equal(a, b) and torch.isfinite(a)
+
+
+def test_tiled_saliency_equals_one_backward_per_word(torch_one_thread):
+    # the GPU's route (copies of the batch, one backward per group) on the CPU
+    from minimal_attn.backends.snell.eval import _saliency, _saliency_tiled
+
+    task = _task("translate")
+    c = SeqTrainConfig(task="translate", hidden=8, out_hidden=8, dropout=0.5).resolved()
+    torch.manual_seed(4)
+    model = build_model(task, c).eval()
+    b = SplitTensors(task, task.val_src, task.val_tgt, "cpu").batch(np.arange(9))
+    loop = _saliency(model, task, b.x, b.lengths, b.y, b.y_in, tiled=False)
+    assert loop.shape == (9, b.y.shape[1], b.x.shape[1])
+    for rows in (9, 20):                            # 1 and 2 words a group
+        torch.testing.assert_close(_saliency_tiled(model, task, b.x, b.lengths, b.y, b.y_in,
+                                                   max_rows=rows), loop, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(_saliency(model, task, b.x, b.lengths, b.y, b.y_in, tiled=True),
+                               loop, rtol=1e-5, atol=1e-6)      # every word in one group
+    assert loop.abs().sum() > 0
