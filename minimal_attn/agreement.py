@@ -108,7 +108,8 @@ def average_agreement(us, vs, percent=5.0, kendall=True):
     if len(us) != len(vs):
         raise InputError(f"{len(us)} u matrices but {len(vs)} v matrices")
     if not kendall and all(isinstance(m, np.ndarray) for m in itertools.chain(us, vs)):
-        a, b = _rows_by_length(us, vs, percent)          # the loop below, vectorised
+        a = rows_by_length(lambda u, v: agreement_rows(u, v, percent), us, vs)
+        b = rows_by_length(lambda u, v: baseline_rows(v, percent), us, vs)   # loop below, fast
         return {"agreement": float(a.mean()), "baseline": float(b.mean()), "kendall_tau": None,
                 "n_words": int(a.size)}
     a, b, taus = [], [], []
@@ -131,10 +132,14 @@ def average_agreement(us, vs, percent=5.0, kendall=True):
             "n_words": int(sum(len(x) for x in a))}
 
 
-def _rows_by_length(us, vs, percent):
-    """Snell Eq. (10) and its baseline for every row of the NumPy pairs, in their order:
-    :func:`agreement_rows` and :func:`baseline_rows` once per input length L (the rows of
-    every pair of that length stacked), not once per pair. Empty pairs are skipped."""
+#: rows_by_length hands ``fn`` at most about this many (row, l, l') triples at a time
+BLOCK = 1 << 18
+
+
+def rows_by_length(fn, us, vs):
+    """``np.concatenate([fn(u, v) for u, v in zip(us, vs) if u.size])`` for row-wise ``fn``
+    of two (T_n, L_n) NumPy matrices, with one call of ``fn`` per input length L (the rows
+    of every pair of that length stacked), not one per pair; the rows in the same order."""
     us = [np.atleast_2d(u) for u in us]
     vs = [np.atleast_2d(v) for v in vs]
     keep = [i for i, u in enumerate(us) if u.size]
@@ -147,14 +152,18 @@ def _rows_by_length(us, vs, percent):
     rows = np.array([us[i].shape[0] for i in keep])
     length = np.array([us[i].shape[1] for i in keep])
     start = np.cumsum(rows) - rows                            # first row of each pair
-    a, b = np.empty(rows.sum(), dtype=np.int64), np.empty(rows.sum())
+    out = None
     for L in np.unique(length):
         sel = np.flatnonzero(length == L)
         pos = np.concatenate([np.arange(start[j], start[j] + rows[j]) for j in sel])
-        v = np.concatenate([vs[keep[j]] for j in sel])       # (R, L)
-        a[pos] = agreement_rows(np.concatenate([us[keep[j]] for j in sel]), v, percent)
-        b[pos] = baseline_rows(v, percent)
-    return a, b
+        U = np.concatenate([us[keep[j]] for j in sel])            # (R, L)
+        V = np.concatenate([vs[keep[j]] for j in sel])
+        block = max(1, BLOCK // (L * L))        # fn may hold (rows, L, L): keep it in cache
+        for r in range(0, len(U), block):
+            got = np.asarray(to_numpy(fn(U[r:r + block], V[r:r + block])))
+            out = np.empty(rows.sum(), dtype=got.dtype) if out is None else out
+            out[pos[r:r + block]] = got
+    return out
 
 
 def xi(probe_agreement, run_agreements, run_performance):
