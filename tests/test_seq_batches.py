@@ -121,3 +121,21 @@ def test_tiled_saliency_equals_one_backward_per_word(torch_one_thread):
     torch.testing.assert_close(_saliency(model, task, b.x, b.lengths, b.y, b.y_in, tiled=True),
                                loop, rtol=1e-5, atol=1e-6)      # every word in one group
     assert loop.abs().sum() > 0
+
+
+def test_greedy_hyps_do_not_depend_on_the_decoding_batch(torch_one_thread, monkeypatch):
+    # a GPU decodes DECODE_BATCH sentences at a time, the CPU an evaluation batch: the same
+    # ids, each sentence capped as in its evaluation batch (here none ever ends: </s> = 99)
+    from minimal_attn.backends.snell import eval as ev
+
+    monkeypatch.setattr(ev, "EOS", 99)
+    task = _task("translate")
+    c = SeqTrainConfig(task="translate", hidden=8, out_hidden=8).resolved()
+    torch.manual_seed(5)
+    model = build_model(task, c).eval()
+    split = SplitTensors(task, task.train_src, task.train_tgt, "cpu")
+    per_batch = ev.greedy_hyps(model, split, 21, 4, 4)
+    assert [len(h) for h in per_batch] == [
+        2 * int(split.src_len[s - s % 4:min(s - s % 4 + 4, 21)].max()) + 10 for s in range(21)]
+    assert ev.greedy_hyps(model, split, 21, 4, 256) == per_batch
+    assert ev.greedy_hyps(model, split, 21, 4, 7) == per_batch

@@ -29,6 +29,8 @@ from minimal_attn.backends.snell.attention_losses import token_loss
 from minimal_attn.backends.snell.batches import SeqBatch
 
 BOS, EOS = 1, 2
+#: Sentences a greedy-decoding batch holds on a GPU (on the CPU: the evaluation batch)
+DECODE_BATCH = 256
 
 
 def pad_batch(seqs, pad_id, device, prefix=None):
@@ -181,20 +183,40 @@ def evaluate(model, task, split, n=None, want_beta=True, want_delta=False, bleu=
                 total = total + valid.sum()
                 alpha = out["alpha"]
                 beta = model.probe(out, y.clamp(max=task.n_vocab - 1)) if want_beta else None
-                if bleu:
-                    hyps += model.greedy(x, lengths, BOS, EOS,
-                                         max_len=int(lengths.max()) * 2 + 10)
         parts["alpha"].append(alpha)
         if want_beta:
             parts["beta"].append(beta)
         if want_delta:
             parts["delta"].append(_saliency(model, task, x, lengths, y, y_in))
+    if bleu and task.task == "translate":
+        # greedy decoding launches a few kernels per word and batch: on a GPU in bigger batches
+        hyps = greedy_hyps(model, split, n, batch_size, batch_size
+                           if split.x.device.type == "cpu" else max(batch_size, DECODE_BATCH))
     model.train(was_training)
     result = {"perf": int(hits) / max(int(total), 1), "bleu": None, "alpha": []}
     result.update({k: _host_rows(p, split, n) for k, p in parts.items() if p})
     if bleu and task.task == "translate":
         result["bleu"] = corpus_bleu([task.decode(h) for h in hyps], split.references(task, n))
     return result
+
+
+def greedy_hyps(model, split, n, batch_size, step):
+    """Greedy decodings (id lists) of the first ``n`` sources of ``split``, ``step`` at a time,
+    each as long as decoding it in evaluation batches of ``batch_size`` allows (at most
+    2 L + 10 ids, L the longest source of that batch), so the result is the same for every
+    ``step``."""
+    lengths = split.src_len[:n]
+    starts = np.arange(0, n, batch_size)
+    cap = np.repeat(2 * np.maximum.reduceat(lengths, starts) + 10,
+                    np.diff(np.append(starts, n)))                     # (n,) per sentence
+    hyps = []
+    for start in range(0, n, step):
+        stop = min(start + step, n)
+        b = split.batch(np.arange(start, stop))
+        hyps += [h[:c] for h, c in zip(model.greedy(b.x, b.lengths, BOS, EOS,
+                                                    max_len=int(cap[start:stop].max())),
+                                       cap[start:stop])]
+    return hyps
 
 
 def corpus_bleu(hyps, refs):
