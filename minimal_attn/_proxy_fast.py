@@ -1,7 +1,7 @@
 r"""The proxy's training loop, fast (private): what :func:`minimal_attn.proxy.train_proxy` runs.
 
-Two pieces, each tested equal to the readable form in :mod:`minimal_attn.proxy`
-(``tests/test_proxy.py``), bit for bit on NumPy:
+Three pieces, each tested equal to the readable form in :mod:`minimal_attn.proxy`
+(``tests/test_proxy_fast.py``; the first two bit for bit on NumPy):
 
 * :func:`batch_maker`: the training pairs flattened once, so a minibatch is a
   vectorised gather (the readable :func:`~minimal_attn.proxy.make_batch` builds
@@ -10,7 +10,9 @@ Two pieces, each tested equal to the readable form in :mod:`minimal_attn.proxy`
   operation, into two scratch buffers per parameter. The embedding table e is
   (|I|, d), every row of its gradient moves, and ten fresh (|I|, d) temporaries a
   step cost more than the arithmetic (page faults on the CPU); on a GPU it is a
-  handful of elementwise kernels.
+  handful of elementwise kernels;
+* :func:`beta_px_rows`: the probe of Snell Eq. (6) for many pairs, one gather from a
+  table of each distinct word, instead of one small product per pair.
 
 Both are written against the array namespace of the parameters (NumPy, CuPy,
 torch on any device); the index building is host-side NumPy.
