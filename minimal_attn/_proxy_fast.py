@@ -14,7 +14,7 @@ Three pieces, each tested equal to the readable form in :mod:`minimal_attn.proxy
 * :func:`beta_px_rows`: the probe of Snell Eq. (6) for many pairs, one gather from a
   table of each distinct word, instead of one small product per pair.
 
-Both are written against the array namespace of the parameters (NumPy, CuPy,
+All are written against the array namespace of the parameters (NumPy, CuPy,
 torch on any device); the index building is host-side NumPy.
 """
 
