@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from minimal_attn import _proxy_fast
 from minimal_attn._xp import get_xp, like, scatter_add_rows
 from minimal_attn.errors import InputError, check_int_at_least, check_positive
 from minimal_attn.ibm1 import count_table
@@ -101,6 +102,12 @@ def loss_and_grads(params, batch):
     loss : float
     grads : dict  ``{"W": (|O|, d), "e": (|I|, d)}``
     """
+    loss, grads = _loss_and_grads(params, batch)
+    return float(loss), grads
+
+
+def _loss_and_grads(params, batch):
+    """:func:`loss_and_grads` with the loss left an array of the parameters' namespace."""
     W, e = params["W"], params["e"]
     xp = get_xp(W, e)
     src, src_pair, tgt = (like(xp, a, W) for a in (batch.src, batch.src_pair, batch.tgt))
@@ -110,7 +117,7 @@ def loss_and_grads(params, batch):
     ebar = scatter_add_rows(xp, src_pair, xp.take(e, src, axis=0) * src_w[:, None], B)  # (B, d)
     logp = log_softmax(ebar @ W.T)                                    # (B, |O|), Snell Eq. (5)
     picked = xp.take(xp.reshape(logp, (-1,)), tgt_pair * n_out + tgt)     # (Nt,) log p_t[y_t]
-    loss = -float(xp.sum(picked))                                     # Snell Eq. (14)
+    loss = -xp.sum(picked)                                            # Snell Eq. (14)
     # backward: residual r = T p - counts of each output word in the pair
     T = like(xp, np.bincount(batch.tgt_pair, minlength=B), W, dtype=W.dtype)  # (B,) lengths
     ones = like(xp, np.ones((tgt.shape[0], 1)), W, dtype=W.dtype)            # on W's device
@@ -147,6 +154,7 @@ def word_translation(params):
 
 # ------------------------------------------------------------------- training
 def _adam(params, grads, state, lr, b1=0.9, b2=0.999, eps=1e-8):
+    """Adam, the textbook form; training runs its in-place twin ``_proxy_fast.adam_step``."""
     state["t"] = state.get("t", 0) + 1
     for k, g in grads.items():
         m = state.setdefault("m_" + k, np.zeros_like(g))
@@ -159,7 +167,7 @@ def _adam(params, grads, state, lr, b1=0.9, b2=0.999, eps=1e-8):
         params[k] -= lr * mhat / (np.sqrt(vhat) + eps)
 
 
-def train_proxy(src, tgt, n_src, n_tgt, config=None, val=None, callback=None):
+def train_proxy(src, tgt, n_src, n_tgt, config=None, val=None, callback=None, like_array=None):
     """Train the proxy on the summed NLL with minibatches; keep the best validation epoch.
 
     Parameters
@@ -170,6 +178,8 @@ def train_proxy(src, tgt, n_src, n_tgt, config=None, val=None, callback=None):
                                         parameters are those of the epoch with the
                                         lowest validation loss (as the paper's code)
     callback : callable(epoch, record)  after each epoch (progress bars)
+    like_array : array or None          train in its namespace and on its device (e.g.
+                                        a torch CUDA tensor); None: NumPy
 
     Returns
     -------
@@ -185,28 +195,30 @@ def train_proxy(src, tgt, n_src, n_tgt, config=None, val=None, callback=None):
         raise InputError(f"optimizer must be adam or sgd, got {cfg.optimizer!r}")
     rng = np.random.default_rng(cfg.seed)
     params = init_params(n_src, n_tgt, cfg.d, rng)
+    if like_array is not None:
+        params = {k: like(get_xp(like_array), v, like_array) for k, v in params.items()}
     n_words = max(sum(len(t) for t in tgt), 1)
     val_batch = make_batch(*val) if val is not None else None
     val_words = max(sum(len(t) for t in val[1]), 1) if val is not None else 1
     best, best_loss, state, history = None, np.inf, {}, []
+    batch = _proxy_fast.batch_maker(src, tgt)   # = make_batch of the pairs idx, vectorised
     for epoch in range(1, cfg.epochs + 1):
         order, total = rng.permutation(len(src)), 0.0
         for start in range(0, len(src), cfg.batch_size):
-            idx = order[start:start + cfg.batch_size]
-            loss, grads = loss_and_grads(params, make_batch([src[i] for i in idx],
-                                                            [tgt[i] for i in idx]))
-            total += loss
+            loss, grads = _loss_and_grads(params, batch(order[start:start + cfg.batch_size]))
+            total = total + loss               # left on the device: read once an epoch
             if cfg.optimizer == "adam":
-                _adam(params, grads, state, cfg.lr)
+                _proxy_fast.adam_step(params, grads, state, cfg.lr)   # = _adam, in place
             else:
                 for k in params:
                     params[k] -= cfg.lr * grads[k]
-        record = {"epoch": epoch, "train_loss": total / n_words}
+        record = {"epoch": epoch, "train_loss": float(total) / n_words}
         if val_batch is not None:
             record["val_loss"] = loss_and_grads(params, val_batch)[0] / val_words
             if record["val_loss"] < best_loss:
                 best_loss = record["val_loss"]
-                best = {k: v.copy() for k, v in params.items()}
+                best = {k: v.clone() if hasattr(v, "clone") else v.copy()
+                        for k, v in params.items()}
         history.append(record)
         if callback is not None:
             callback(epoch, record)

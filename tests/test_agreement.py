@@ -131,3 +131,24 @@ def test_contextualised_agreement_from_matrices():
     assert out["xi"] == 0.1            # a uniform attention ties everywhere, so A = 1 at once
     out = agr.contextualised_agreement(ref, probe, checkpoints[1:], [0.4, 0.9])
     assert out["xi"] == 0.9
+
+
+def test_average_by_length_equals_the_loop_over_pairs():
+    # kendall=False stacks the rows of equal L (one call per L); kendall=True still walks
+    # pair by pair: both give the same numbers, ties and empty pairs included
+    rng = np.random.default_rng(0)
+    us, vs = [], []
+    for _ in range(60):
+        T, L = int(rng.integers(0, 4)), int(rng.integers(1, 30))
+        us.append(rng.integers(0, 3, (T, L)).astype(float))        # many ties
+        vs.append(rng.integers(0, 4, (T, L)).astype(float))
+    us.append(np.array([0.2, 0.7, 0.1]))                            # a vector: one word
+    vs.append(np.array([0.1, 0.3, 0.6]))
+    fast = agr.average_agreement(us, vs, kendall=False)
+    loop = agr.average_agreement(us, vs, kendall=True)
+    assert fast["n_words"] == loop["n_words"] == sum(len(np.atleast_2d(u)) for u in us if u.size)
+    assert fast["agreement"] == loop["agreement"] and fast["baseline"] == loop["baseline"]
+    with pytest.raises(InputError, match="same non-empty shape"):
+        agr.average_agreement([np.ones((2, 3))], [np.ones((2, 4))], kendall=False)
+    with pytest.raises(InputError, match="every pair is empty"):
+        agr.average_agreement([np.ones((0, 3))], [np.ones((0, 3))], kendall=False)

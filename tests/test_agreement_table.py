@@ -78,3 +78,14 @@ def test_kendall_rows_equal_scipy_with_ties():
     ref = [stats.kendalltau(a, b)[0] for a, b in zip(u, v)]
     assert np.allclose(ours, ref, equal_nan=True)
     assert np.isnan(at.kendall_rows(np.ones((1, 3)), np.arange(3.0)[None]))[0]
+
+
+def test_mean_kendall_by_length_equals_the_loop_over_pairs():
+    rng = np.random.default_rng(7)
+    us, vs = [], []
+    for _ in range(50):
+        T, L = int(rng.integers(0, 4)), int(rng.integers(1, 12))
+        us.append(rng.integers(0, 3, (T, L)).astype(float))        # ties, constant rows
+        vs.append(rng.random((T, L)))
+    loop = np.concatenate([at.kendall_rows(u, v) for u, v in zip(us, vs) if u.size])
+    assert at.mean_metric(us, vs, "tau") == float(np.nanmean(loop))

@@ -25,6 +25,7 @@ from dataclasses import asdict, replace
 import numpy as np
 
 from minimal_attn import logistic_proxy, proxy
+from minimal_attn._proxy_fast import beta_px_rows
 from minimal_attn.backends.snell.config import AgreementConfig  # noqa: F401 (re-exported)
 from minimal_attn.backends.snell.inputs import check_embeddings, check_int, check_run
 from minimal_attn.backends.snell.train import (
@@ -83,18 +84,48 @@ def _splits(task, c):
 
 
 def _proxy_rows(task, c):
+    """beta^px per pair of each split; the proxy trained in float64 on ``c.device`` (its
+    dense Adam over the (|I|, d) embeddings is the bulk of the work)."""
+    import torch
+
+    device = get_device(c.device, param="device")
+    like_array = None if device.type == "cpu" else torch.zeros(0, dtype=torch.float64,
+                                                               device=device)
     params, _ = proxy.train_proxy(task.train_src, task.train_tgt, task.n_vocab, task.n_out,
                                   proxy.ProxyConfig(d=c.proxy_d, epochs=c.proxy_epochs,
                                                     seed=c.seed),
-                                  val=(task.val_src, task.val_tgt))
-    return {f"{name}_beta_px": [proxy.beta_px(params, x, y) for x, y in zip(*pairs)]
+                                  val=(task.val_src, task.val_tgt), like_array=like_array)
+    # = [proxy.beta_px(params, x, y) for x, y in pairs], in one gather
+    return {f"{name}_beta_px": beta_px_rows(params, *pairs)
             for name, pairs in _splits(task, c).items()}
 
 
-def _logistic_rows(task, c):
-    y = [int(t[0]) for t in task.train_tgt]
-    B, info = logistic_proxy.fit_logistic_sweep(task.train_src, y, task.val_src,
-                                                [int(t[0]) for t in task.val_tgt], task.n_vocab)
+def _logistic_args(task):                    # of logistic_proxy.fit_logistic_sweep
+    return (task.train_src, [int(t[0]) for t in task.train_tgt], task.val_src,
+            [int(t[0]) for t in task.val_tgt], task.n_vocab)
+
+
+def _start_logistic(task, c, path, key, background=None):
+    """The logistic sweep (host-side L-BFGS) started in a child process to run while the
+    models train, by default only on a GPU (on the CPU it competes): its pool (terminate
+    it when done) and pending result; None when not needed or cached."""
+    rows = _read_cache(path) if c.task == "classify" and c.logistic else None
+    if not (c.task == "classify" and c.logistic) or (rows is not None and str(rows["key"]) == key) \
+            or not (get_device(c.device).type != "cpu" if background is None else background):
+        return None
+    import multiprocessing
+
+    pool = multiprocessing.get_context("spawn").Pool(1)
+    return pool, pool.apply_async(logistic_proxy.fit_logistic_sweep, _logistic_args(task))
+
+
+def _logistic_rows(task, c, started=None):
+    """beta^log rows of each split; ``started``: :func:`_start_logistic`'s, if any."""
+    try:
+        fit = started[1].get() if started is not None else None
+    except Exception:                        # redone below, to raise as itself
+        fit = None
+    B, info = fit or logistic_proxy.fit_logistic_sweep(*_logistic_args(task))
     rows = {f"{name}_beta_log": [logistic_proxy.beta_log(B, x, t) for x, t in zip(*pairs)]
             for name, pairs in _splits(task, c).items()}
     return {**rows, "lambda": np.array(info["lambda"]),
@@ -147,9 +178,8 @@ def prepare(c, out_dir, proxy_too=False):
 def train_one(config, attention, out_dir, progress=None, log=None):
     """Train (or continue) one model of ``config`` with ``attention`` in ``out_dir``.
 
-    ``progress`` as in ``train_seq`` (the task is named ``attention``);
-    ``log(line)`` warnings. Returns
-    its result dict. A run refused midway (it diverged) leaves ``out_dir`` as it was.
+    ``progress`` as in ``train_seq`` (the task is named ``attention``); ``log(line)`` warnings.
+    Returns its result dict. A run refused midway (it diverged) leaves ``out_dir`` as it was.
     """
     with undo_on_refusal(out_dir):
         task, base = prepare(config, out_dir)
@@ -172,35 +202,41 @@ def run_agreement(config, out_dir, progress=None, log=None):
 
 def _run_agreement(c, out_dir, progress, log):
     task, base = prepare(c, out_dir, proxy_too=True)
-    # the paradigm trains the models whose alpha is compared; beta^uf and the frozen beta
-    # stay Snell's SA probes of the data, so every paradigm is compared with the same ones
-    snell = replace(base, paradigm="sa", switch_step=None)
-    runs = {"standard": base, "second": replace(base, seed=c.seed + 1),
-            "uniform": replace(snell, attention="uniform")}
-    if c.task == "classify" and c.frozen:
-        runs["frozen"] = replace(snell, attention="frozen")
-    loaded = {}
-    for name, rc in runs.items():
-        folder = os.path.join(out_dir, "runs", name)
-        train_seq(task, rc, folder, progress=progress,
-                  embeddings=c.embeddings if rc.attention != "frozen" else None, log=log,
-                  label=name)
-        loaded[name] = load_run(folder)
-    key = proxy_key(task, c)
-    tick = counter(progress, "proxy", 1)
-    tick(0)                                # the bar names the model while it is fitted
-    px = _cached_rows(os.path.join(out_dir, "proxy.npz"), key, lambda: _proxy_rows(task, c))
-    tick()
-    lg = None
-    if c.task == "classify" and c.logistic:
-        tick = counter(progress, "logistic", 1)
-        tick(0)
-        lg = _cached_rows(os.path.join(out_dir, "logistic.npz"), key,
-                          lambda: _logistic_rows(task, c))
+    logistic = _start_logistic(task, c, os.path.join(out_dir, "logistic.npz"),
+                               proxy_key(task, c))
+    try:
+        # the paradigm trains the models whose alpha is compared; beta^uf and the frozen beta
+        # stay Snell's SA probes of the data, so every paradigm is compared with the same ones
+        snell = replace(base, paradigm="sa", switch_step=None)
+        runs = {"standard": base, "second": replace(base, seed=c.seed + 1),
+                "uniform": replace(snell, attention="uniform")}
+        if c.task == "classify" and c.frozen:
+            runs["frozen"] = replace(snell, attention="frozen")
+        loaded = {}
+        for name, rc in runs.items():
+            folder = os.path.join(out_dir, "runs", name)
+            train_seq(task, rc, folder, progress=progress,
+                      embeddings=c.embeddings if rc.attention != "frozen" else None, log=log,
+                      label=name)
+            loaded[name] = load_run(folder)
+        key = proxy_key(task, c)
+        tick = counter(progress, "proxy", 1)
+        tick(0)                                # the bar names the model while it is fitted
+        px = _cached_rows(os.path.join(out_dir, "proxy.npz"), key, lambda: _proxy_rows(task, c))
         tick()
-    result = assemble(c, task, loaded, px, lg)
-    _write_outputs(out_dir, c.dataset, result, task)
-    return result
+        lg = None
+        if c.task == "classify" and c.logistic:
+            tick = counter(progress, "logistic", 1)
+            tick(0)
+            lg = _cached_rows(os.path.join(out_dir, "logistic.npz"), key,
+                              lambda: _logistic_rows(task, c, logistic))
+            tick()
+        result = assemble(c, task, loaded, px, lg)
+        _write_outputs(out_dir, c.dataset, result, task)
+        return result
+    finally:
+        if logistic is not None:
+            logistic[0].terminate()              # done, or no longer wanted
 
 
 def assemble(c, task, loaded, px, lg):

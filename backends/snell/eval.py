@@ -26,8 +26,11 @@ import numpy as np
 import torch
 
 from minimal_attn.backends.snell.attention_losses import token_loss
+from minimal_attn.backends.snell.batches import SeqBatch
 
 BOS, EOS = 1, 2
+#: Sentences a greedy-decoding batch holds on a GPU (on the CPU: the evaluation batch)
+DECODE_BATCH = 256
 
 
 def pad_batch(seqs, pad_id, device, prefix=None):
@@ -48,35 +51,55 @@ def translate_batch(task, src, tgt, device):
     return x, lengths, y_in, y, y_len
 
 
-def loss_on_batch(model, task, src, tgt, device, paradigm="sa"):
-    """Training loss: batch mean of the summed NLL of Snell Eq. (3) (BCE: Snell Eq. (8)).
-
-    ``paradigm`` ``ha`` or ``lv`` replaces each token's NLL by V&R's HA or LV loss
-    over the source positions (:mod:`.attention_losses`).
-    """
+def list_batch(task, src, tgt, device):
+    """A :class:`.batches.SeqBatch` of lists of id arrays, by :func:`pad_batch` (the readable
+    route; the loops cut batches out of :class:`.batches.SplitTensors`, the same tensors)."""
     if task.task == "classify":
         x, lengths = pad_batch(src, task.pad_id, device)
         y = torch.tensor([int(t[0]) for t in tgt], device=device, dtype=torch.float32)
-        if paradigm == "sa":
-            out = model(x, lengths)
-            return torch.nn.functional.binary_cross_entropy_with_logits(out["logit"], y)
-        out = model(x, lengths)                                           # gamma, log_alpha
-        return token_loss(paradigm, out["log_alpha"],
-                          model.position_log_lik(out, y.long())).mean()
+        return SeqBatch(x, lengths.cpu(), y, None, None)
     x, lengths, y_in, y, y_len = translate_batch(task, src, tgt, device)
+    return SeqBatch(x, lengths.cpu(), y, y_in, y_len)
+
+
+def loss_on_batch(model, task, src, tgt, device, paradigm="sa"):
+    """:func:`batch_loss` of the pairs ``src``, ``tgt`` (lists of id arrays)."""
+    return batch_loss(model, task, list_batch(task, src, tgt, device), paradigm)
+
+
+def batch_loss(model, task, b, paradigm="sa"):
+    """Training loss: batch mean of the summed NLL of Snell Eq. (3) (BCE: Snell Eq. (8)).
+
+    ``b`` a :class:`.batches.SeqBatch`; ``paradigm`` ``ha`` or ``lv`` replaces each
+    token's NLL by V&R's HA or LV loss over the source positions (:mod:`.attention_losses`).
+    """
+    x, lengths, y = b.x, b.lengths, b.y
+    if task.task == "classify":
+        out = model(x, lengths)
+        if paradigm == "sa":
+            return torch.nn.functional.binary_cross_entropy_with_logits(out["logit"], y)
+        return token_loss(paradigm, out["log_alpha"],                   # gamma, log_alpha
+                          model.position_log_lik(out, y.long())).mean()
     y = y.clamp(max=task.n_vocab - 1)
-    valid = torch.arange(y.shape[1], device=device)[None, :] < y_len[:, None]   # (B, T)
+    valid = torch.arange(y.shape[1], device=y.device)[None, :] < b.y_len[:, None]   # (B, T)
     if paradigm == "sa":
-        out = model(x, lengths, y_in, rule="sa")
+        out = model(x, lengths, b.y_in, rule="sa")
         nll = -out["logp"].gather(-1, y[..., None]).squeeze(-1)
     else:
-        out = model(x, lengths, y_in, rule="none")
+        out = model(x, lengths, b.y_in, rule="none")
         nll = token_loss(paradigm, out["log_alpha"], model.position_log_lik(out, y))  # (B, T)
-    return (nll * valid).sum() / len(src)
+    return (nll * valid).sum() / x.shape[0]
 
 
-def _saliency(model, task, x, lengths, y, y_in=None):
-    """Delta (B, T, L): grad of log p_t[y_t] w.r.t. the embeddings, dotted with them."""
+def _saliency(model, task, x, lengths, y, y_in=None, tiled=None):
+    """Delta (B, T, L): grad of log p_t[y_t] w.r.t. the embeddings, dotted with them.
+
+    Translation needs one gradient per target word t. ``tiled`` (default: on a GPU) takes
+    them from copies of the batch, copy j backing word t_j, in one backward per group of
+    copies (:func:`_saliency_tiled`): more arithmetic, T times fewer passes of launches.
+    """
+    if task.task == "translate" and (x.device.type == "cuda" if tiled is None else tiled):
+        return _saliency_tiled(model, task, x, lengths, y, y_in)
     emb = model.embed(x).detach().requires_grad_(True)                   # (B, L, E)
     with torch.backends.cudnn.flags(enabled=False):   # cuDNN's LSTM backward needs train mode
         if task.task == "classify":
@@ -93,61 +116,107 @@ def _saliency(model, task, x, lengths, y, y_in=None):
     return torch.stack(delta, 1)                                         # (B, T, L)
 
 
-def _rows(arr, lengths, t_lengths):
-    arr = arr.detach().double().cpu().numpy()
-    return [arr[i, :int(t_lengths[i]), :int(lengths[i])] for i in range(len(arr))]
+def _saliency_tiled(model, task, x, lengths, y, y_in, max_rows=512):
+    """:func:`_saliency` of translation from k copies of the batch at a time (k B <= max_rows
+    rows): copy j's only loss is log p_{t0+j}[y], so its embeddings' gradient is that word's.
+    """
+    B, T = y.shape
+    k_max = max(1, max_rows // B)
+    y = y.clamp(max=task.n_vocab - 1)
+    parts = []
+    with torch.backends.cudnn.flags(enabled=False):   # cuDNN's LSTM backward needs train mode
+        for t0 in range(0, T, k_max):
+            k = min(k_max, T - t0)
+            xr = x.repeat(k, 1)                                          # (k B, L)
+            emb = model.embed(xr).detach().requires_grad_(True)          # (k B, L, E)
+            out = model(xr, lengths.repeat(k), y_in.repeat(k, 1), emb=emb)
+            logp = out["logp"].gather(-1, y.repeat(k, 1)[..., None])[..., 0].view(k, B, T)
+            j = torch.arange(k, device=x.device)
+            (g,) = torch.autograd.grad(logp[j, :, t0 + j].sum(), emb)    # copy j: word t0 + j
+            parts.append((g * emb).sum(-1).view(k, B, -1).transpose(0, 1))   # (B, k, L)
+    return torch.cat(parts, 1)                                           # (B, T, L)
 
 
-def evaluate(model, task, src, tgt, device, want_beta=True, want_delta=False, bleu=False,
+def _host_rows(parts, split, n):
+    """Per-example (T_n, L_n) NumPy arrays of per-batch (B, T_b, L_b) device tensors: the
+    batches padded to one shape and read back in one copy (not one a batch)."""
+    T = max(p.shape[1] for p in parts)
+    L = max(p.shape[2] for p in parts)
+    whole = torch.cat([torch.nn.functional.pad(p.detach(), (0, L - p.shape[2], 0, T - p.shape[1]))
+                       for p in parts]).double().cpu().numpy()            # (n, T, L)
+    t_len = np.ones(n, dtype=np.int64) if split.task == "classify" else split.tgt_len
+    return [whole[i, :t_len[i], :split.src_len[i]] for i in range(n)]
+
+
+def evaluate(model, task, split, n=None, want_beta=True, want_delta=False, bleu=False,
              batch_size=32):
-    """Performance and per-example (T_n, L_n) arrays ``alpha``, ``beta``, ``delta`` on a split.
+    """Performance and per-example (T_n, L_n) arrays ``alpha``, ``beta``, ``delta``.
+
+    On the first ``n`` (None: all) examples of ``split``, a :class:`.batches.SplitTensors`,
+    in batches of ``batch_size``; the counts and arrays stay on the device until the end.
 
     Returns
     -------
     dict with ``perf`` (accuracy / token accuracy in [0, 1]), ``bleu`` (in [0, 1]
     or None), ``alpha`` and, when asked for, ``beta`` and ``delta`` (lists of arrays)
     """
+    n = len(split) if n is None else min(n, len(split))
     was_training = model.training
     model.eval()
-    out_rows = {"alpha": [], "beta": [], "delta": []}
+    parts = {"alpha": [], "beta": [], "delta": []}
     hits, total, hyps = 0, 0, []
-    for start in range(0, len(src), batch_size):
-        s, t = src[start:start + batch_size], tgt[start:start + batch_size]
-        if task.task == "classify":
-            x, lengths = pad_batch(s, task.pad_id, device)
-            y = torch.tensor([int(v[0]) for v in t], device=device)
-            y_in, t_len = None, torch.ones(len(s), dtype=torch.long)
-            with torch.no_grad():
+    for start in range(0, n, batch_size):
+        b = split.batch(np.arange(start, min(start + batch_size, n)))
+        x, lengths, y_in = b.x, b.lengths, b.y_in
+        with torch.no_grad():
+            if task.task == "classify":
+                y = b.y.long()
                 out = model(x, lengths)
-                hits += int(((out["logit"] > 0).long() == y).sum())
-                total += len(s)
+                hits = hits + ((out["logit"] > 0).long() == y).sum()
+                total += x.shape[0]
                 alpha, beta = out["alpha"][:, None], model.probe(out, y)[:, None]
-        else:
-            x, lengths, y_in, y, t_len = translate_batch(task, s, t, device)
-            with torch.no_grad():
+            else:
+                y = b.y
                 out = model(x, lengths, y_in)
-                valid = torch.arange(y.shape[1], device=device)[None, :] < t_len[:, None]
-                hits += int(((out["logp"].argmax(-1) == y) & valid).sum())
-                total += int(valid.sum())
+                valid = torch.arange(y.shape[1], device=y.device)[None, :] < b.y_len[:, None]
+                hits = hits + ((out["logp"].argmax(-1) == y) & valid).sum()
+                total = total + valid.sum()
                 alpha = out["alpha"]
                 beta = model.probe(out, y.clamp(max=task.n_vocab - 1)) if want_beta else None
-            if bleu:
-                hyps += [task.decode(h) for h in model.greedy(
-                    x, lengths, BOS, EOS, max_len=int(lengths.max()) * 2 + 10)]
-        out_rows["alpha"] += _rows(alpha, lengths, t_len)
+        parts["alpha"].append(alpha)
         if want_beta:
-            out_rows["beta"] += _rows(beta, lengths, t_len)
+            parts["beta"].append(beta)
         if want_delta:
-            out_rows["delta"] += _rows(_saliency(model, task, x, lengths, y, y_in),
-                                       lengths, t_len)
-    model.train(was_training)
-    result = {"perf": hits / max(total, 1), "bleu": None, "alpha": out_rows["alpha"]}
+            parts["delta"].append(_saliency(model, task, x, lengths, y, y_in))
     if bleu and task.task == "translate":
-        result["bleu"] = corpus_bleu(hyps, [task.decode(v[:-1]) for v in tgt])
-    for key in ("beta", "delta"):
-        if out_rows[key]:
-            result[key] = out_rows[key]
+        # greedy decoding launches a few kernels per word and batch: on a GPU in bigger batches
+        hyps = greedy_hyps(model, split, n, batch_size, batch_size
+                           if split.x.device.type == "cpu" else max(batch_size, DECODE_BATCH))
+    model.train(was_training)
+    result = {"perf": int(hits) / max(int(total), 1), "bleu": None, "alpha": []}
+    result.update({k: _host_rows(p, split, n) for k, p in parts.items() if p})
+    if bleu and task.task == "translate":
+        result["bleu"] = corpus_bleu([task.decode(h) for h in hyps], split.references(task, n))
     return result
+
+
+def greedy_hyps(model, split, n, batch_size, step):
+    """Greedy decodings (id lists) of the first ``n`` sources of ``split``, ``step`` at a time,
+    each as long as decoding it in evaluation batches of ``batch_size`` allows (at most
+    2 L + 10 ids, L the longest source of that batch), so the result is the same for every
+    ``step``."""
+    lengths = split.src_len[:n]
+    starts = np.arange(0, n, batch_size)
+    cap = np.repeat(2 * np.maximum.reduceat(lengths, starts) + 10,
+                    np.diff(np.append(starts, n)))                     # (n,) per sentence
+    hyps = []
+    for start in range(0, n, step):
+        stop = min(start + step, n)
+        b = split.batch(np.arange(start, stop))
+        hyps += [h[:c] for h, c in zip(model.greedy(b.x, b.lengths, BOS, EOS,
+                                                    max_len=int(cap[start:stop].max())),
+                                       cap[start:stop])]
+    return hyps
 
 
 def corpus_bleu(hyps, refs):

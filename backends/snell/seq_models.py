@@ -36,6 +36,7 @@ from minimal_attn.backends.snell.attention_losses import (
     log_attention,
     over_target_chunks,
 )
+from minimal_attn.backends.snell.batches import to_device
 
 
 def masked_attention(logits, mask, attention):
@@ -68,10 +69,26 @@ def pick(logp, y):
 
 
 def _encode(lstm, emb, lengths):
-    packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
-    out, state = lstm(packed)
+    """``lstm`` over the packed rows of ``emb`` (B, L, E): h (B, L, ·) and the last states.
+
+    What ``pack_padded_sequence(..., enforce_sorted=False)`` and the LSTM do, step for step
+    (sort by length, pack, run, put the rows back), but the sort stays on the host: torch's
+    own moves the order to the card and back, and each move waits for the card.
+    """
+    lengths = lengths.cpu()              # no-op for the host lengths the loops pass
+    sorted_len, order = torch.sort(lengths, descending=True)
+    unsort = torch.empty_like(order).scatter_(0, order, torch.arange(order.numel()))
+    order, unsort = to_device(order, emb.device), to_device(unsort, emb.device)
+    packed = pack_padded_sequence(emb.index_select(0, order), sorted_len, batch_first=True)
+    out, (hn, cn) = lstm(packed)
     h, _ = pad_packed_sequence(out, batch_first=True, total_length=emb.shape[1])
-    return h, state
+    return h.index_select(0, unsort), (hn.index_select(1, unsort), cn.index_select(1, unsort))
+
+
+def _mask(x, lengths):
+    """(B, L) bool, True at the real tokens; ``lengths`` on the host or on x's device."""
+    lengths = to_device(lengths, x.device)
+    return torch.arange(x.shape[1], device=x.device)[None, :] < lengths[:, None]
 
 
 def _freeze_all_but(model, keep):
@@ -101,7 +118,7 @@ class Classifier(nn.Module):
     def forward(self, x, lengths, emb=None):
         """Returns ``logit`` (B,) of p_pos, ``alpha`` and ``log_alpha`` (B, L), ``gamma`` (B, L)
         = W^T h_l + b; ``logit`` by the inference rule ``self.rule``."""
-        mask = torch.arange(x.shape[1], device=x.device)[None, :] < lengths[:, None]  # (B, L)
+        mask = _mask(x, lengths)                                          # (B, L)
         h = self.encode(x, lengths, emb)                                  # (B, L, 2H)
         a = self.v(torch.relu(self.Q(h))).squeeze(-1)                     # (B, L), Snell Eq. (7)
         alpha = masked_attention(a, mask, self.attention)                 # (B, L)
@@ -203,7 +220,7 @@ class Seq2Seq(nn.Module):
         ``s`` (B, T, H). ``logp`` follows ``rule`` (default ``self.rule``); ``rule="none"``
         leaves it out (HA and LV training need only the per-position likelihoods)."""
         rule = self.rule if rule is None else rule
-        mask = torch.arange(x.shape[1], device=x.device)[None, :] < lengths[:, None]  # (B, L)
+        mask = _mask(x, lengths)                                          # (B, L)
         h, state = self.encode(x, lengths, emb)
         s, alpha, log_alpha, _ = self.decode(y_in, h, state, mask)
         out = {"alpha": alpha, "log_alpha": log_alpha, "h": h, "s": s, "mask": mask}
@@ -221,11 +238,12 @@ class Seq2Seq(nn.Module):
     @torch.no_grad()
     def greedy(self, x, lengths, bos, eos, max_len):
         """Greedy decoding: list of id lists (without </s>), one per input."""
-        mask = torch.arange(x.shape[1], device=x.device)[None, :] < lengths[:, None]
+        mask = _mask(x, lengths)
         h, state = self.encode(x, lengths)
         tok = torch.full((x.shape[0], 1), bos, dtype=torch.long, device=x.device)
         out, done = [], torch.zeros(x.shape[0], dtype=torch.bool, device=x.device)
-        for _ in range(max_len):
+        every = 1 if x.device.type == "cpu" else 8     # reading ``done`` waits for the card
+        for i in range(max_len):
             s, alpha, log_alpha, state = self.decode(tok, h, state, mask)
             if self.rule == "sa":
                 logp = self.output_logp(torch.einsum("btl,blk->btk", alpha, h), s)
@@ -234,7 +252,7 @@ class Seq2Seq(nn.Module):
             tok = logp.argmax(-1)                                         # (B, 1)
             out.append(tok[:, 0])
             done |= tok[:, 0] == eos
-            if bool(done.all()):
-                break
+            if (i + 1) % every == 0 and bool(done.all()):
+                break                            # later tokens follow </s>: cut below
         seqs = torch.stack(out, 1).tolist()
         return [s[:s.index(eos)] if eos in s else s for s in seqs]

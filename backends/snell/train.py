@@ -27,13 +27,14 @@ import numpy as np
 import torch
 
 from minimal_attn.backends.snell.attention_losses import phase, switch_now
+from minimal_attn.backends.snell.batches import SplitTensors
 from minimal_attn.backends.snell.config import (  # noqa: F401 (re-exported)
     LATER_DEFAULTS,
     LR_SCHEDULES,
     PAPER,
     SeqTrainConfig,
 )
-from minimal_attn.backends.snell.eval import evaluate, loss_on_batch
+from minimal_attn.backends.snell.eval import batch_loss, evaluate
 from minimal_attn.backends.snell.inputs import check_run, load_embeddings
 from minimal_attn.backends.snell.seq_models import Classifier, Seq2Seq
 from minimal_attn.backends.torch_backend import get_device, optimizer_step, read_torch
@@ -113,16 +114,15 @@ def load_rows(path):
     return out
 
 
-def _evaluate_all(model, task, c, step, device, rule="sa"):
+def _evaluate_all(model, task, c, step, data, rule="sa"):
     model.rule = "ha" if rule == "hybrid" else rule
     last = step == c.steps
     beta_every = c.attention in ("uniform", "frozen")
     arrays, record = {}, {"step": step}
-    splits = [("val", task.val_src, task.val_tgt)]
-    if c.train_eval:
-        splits.append(("train", task.train_src[:c.train_eval], task.train_tgt[:c.train_eval]))
-    for name, src, tgt in splits:
-        r = evaluate(model, task, src, tgt, device, want_beta=beta_every or last,
+    splits = [("val", data["val"], None)] + ([("train", data["train"], c.train_eval)]
+                                             if c.train_eval else [])
+    for name, split, n in splits:
+        r = evaluate(model, task, split, n, want_beta=beta_every or last,
                      want_delta=last and c.attention == "learned",
                      bleu=c.bleu and task.task == "translate")
         record[f"{name}_perf"], record[f"{name}_bleu"] = r["perf"], r["bleu"]
@@ -168,7 +168,10 @@ def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, l
     model = build_model(task, c).to(device)
     if embeddings is not None:
         load_embeddings(model, embeddings, task.itos, log)
-    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=c.lr)
+    # foreach: the same arithmetic as the per-tensor loop (bit for bit), in fewer passes; the
+    # default on a GPU, and on the CPU it saves a quarter of the (dense) embedding's update
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=c.lr,
+                           foreach=True)
     step, history = 0, []
     ensure_dir(out_dir)
     if state is not None:
@@ -188,11 +191,14 @@ def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, l
     def rule_at(k):         # the loss (and inference rule) in force at step k
         return phase(c.paradigm, k, c.steps + 1 if switch in (None, "auto") else switch)
     tick = counter(progress, label, c.steps, done=step)
+    # every split padded on the device once; a batch is an index into it (.batches)
+    data = {"train": SplitTensors(task, task.train_src, task.train_tgt, device),
+            "val": SplitTensors(task, task.val_src, task.val_tgt, device)}
     model.train()
     first_bad = None          # set at the first training step (see below)
     while True:
         if step in evals and step not in done:
-            record, arrays = _evaluate_all(model, task, c, step, device, rule_at(step))
+            record, arrays = _evaluate_all(model, task, c, step, data, rule_at(step))
             if c.switch_step == "auto" and switch in (None, "auto"):
                 switch = _auto_switch(c, task, history + [record], step)
                 if switch is not None:
@@ -214,8 +220,7 @@ def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, l
             sync_every = _sync_every(device)
         rule = model.rule = rule_at(step)
         idx = batch_indices(step, c.batch_size, len(task.train_src), c.seed)
-        loss = loss_on_batch(model, task, [task.train_src[i] for i in idx],
-                             [task.train_tgt[i] for i in idx], device, rule)
+        loss = batch_loss(model, task, data["train"].batch(idx), rule)
         # the first step with a non-finite loss, kept on the device: reading it syncs, so
         # on a GPU it is read every SYNC_EVERY steps and before each evaluation
         first_bad = torch.where(torch.isfinite(loss) | (first_bad >= 0), first_bad, step)

@@ -62,7 +62,7 @@ def mean_metric(us, vs, metric="A", percent=5.0):
     """Mean of A(u, v) (Snell Eq. (10)) or Kendall's tau over the rows of paired lists."""
     if metric == "A":
         return agreement.average_agreement(us, vs, percent, kendall=False)["agreement"]
-    taus = np.concatenate([kendall_rows(u, v) for u, v in zip(us, vs) if np.size(u)])
+    taus = agreement.rows_by_length(kendall_rows, us, vs)     # kendall_rows of each pair
     return float(np.nanmean(taus)) if np.isfinite(taus).any() else float("nan")
 
 
