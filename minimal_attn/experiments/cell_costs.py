@@ -22,13 +22,19 @@ CARDS = tuple(STEP_MS)
 #: Seconds per unit of work of the other cells, from what was measured (rough):
 #: * hatexplain: one seed-epoch of the text FCAM (CPU: 4 paradigms x 3 seeds x 10
 #:   epochs took about 3.5 min; GPU: assumed 3x faster, not yet measured);
-#: * agreement: one step of one of the 4 models of a row (H200: 1,000 steps of the
-#:   SST-2 row did not finish in 120 s, so at least 0.03 s a step);
+#: * agreement: one step of one of the 4 models of a row, everything else of the row
+#:   included, for SST-2 (classify) and Multi30k (translate) at the paper's widths
+#:   (CPU, one thread, after the host-side speed-ups: about 0.10 and 0.19 s,
+#:   benchmarks/README.md; H200 before them: 1,000 steps of the SST-2 row did not
+#:   finish in 120 s, most of it the proxy on the host, so at most 0.03 s a step is
+#:   assumed, and twice that for translation, as on the CPU; not yet measured);
 #: * synthetic: one step of 20 seeds, both conditions (H200: `synthetic copy
 #:   --paper-size --seeds 20 --steps 500` took 66 s); the multi-head cell adds its
 #:   head screening (x 3).
 UNIT_SECONDS = {"hatexplain": {"h100": 0.6, "h200": 0.6, "cpu": 1.75},
-                "agreement": {"h100": 0.04, "h200": 0.03, "cpu": 0.5},
+                "agreement": {"h100": {"classify": 0.04, "translate": 0.08},
+                              "h200": {"classify": 0.03, "translate": 0.06},
+                              "cpu": {"classify": 0.10, "translate": 0.19}},
                 "synthetic": {"h100": 0.17, "h200": 0.13, "cpu": 6.0}}
 #: A job's working time: cells longer than this on a card need more than one job.
 JOB_SECONDS = 480
@@ -51,7 +57,7 @@ def estimate_seconds(cell, card):
     if s["runner"] == "hatexplain":
         return s["seeds"] * s["epochs"] * unit
     if s["runner"] == "agreement":
-        return 4 * {"classify": 4000, "translate": 20000}[s["task"]] * unit + 60
+        return 4 * {"classify": 4000, "translate": 20000}[s["task"]] * unit[s["task"]] + 60
     size = cell_runners.synthetic_size(s)
     # HA and LV compute the output at every source position: a step cost 5-10x SA's on
     # the CPU (examples/both_papers.py); the GPU's factor is not measured, 5 assumed
