@@ -104,7 +104,7 @@ class HateXplainTable1:
 
     def __init__(self, config, data_dir):
         self.config, self.data_dir = config, data_dir
-        self.paradigms, self.seeds = list(config.paradigms), list(range(config.seeds))
+        self.paradigms, self.seeds = list(config.paradigms), range(config.seeds)
         self.title = f"HateXplain {config.train.embedding}"
 
     def check(self):
@@ -176,7 +176,7 @@ class HateXplainTable1:
                 "vocab_size": len(self.vocab), "min_count": c.min_count,
                 "max_len": c.max_len, "posts": {s: int(len(e.y)) for s, e in self.enc.items()},
                 "dropped": self.data.dropped, "epochs": t.epochs,
-                "seeds": self.seeds, "paradigms": self.paradigms,
+                "seeds": list(self.seeds), "paradigms": self.paradigms,
                 "lr": paradigm_rates(self), "batch_size": t.batch_size,
                 "momentum": t.momentum, "threshold": t.threshold,
                 "switch_epoch": t.switch_epoch if t.switch_epoch is not None

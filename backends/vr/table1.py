@@ -86,7 +86,8 @@ class MosaicTable1:
     def __init__(self, config):
         self.c = config
         self.paradigms = config.paradigms
-        self.seeds = list(range(config.first_seed, config.first_seed + config.seeds))
+        # a range, not a list: a huge --seeds is refused by check_steps, not by memory
+        self.seeds = range(config.first_seed, config.first_seed + config.seeds)
 
     def check(self):
         check_config(self.c)
@@ -133,7 +134,7 @@ class MosaicTable1:
         """config.json: every setting as used, the lr of each paradigm, the stop epochs."""
         c = self.c
         meta = {f.name: getattr(c, f.name) for f in fields(c)}
-        meta.update(foreground=self.names, seeds=self.seeds,
+        meta.update(foreground=self.names, seeds=list(self.seeds),
                     momentum=self.momentum if c.optimizer == "sgd" else None,
                     lr=paradigm_rates(self, LINEAR_LR if c.backend == "numpy" else None),
                     stopped_epochs=_per_seed(runs, lambda r: r.get("stopped_epoch")),

@@ -37,7 +37,7 @@ class Table1Data(Protocol):
     """What the driver needs to know of one data set."""
 
     paradigms: Sequence[str]    # canonical names (after check()), trained in this order
-    seeds: Sequence[int]        # the seed values, trained in this order
+    seeds: Sequence[int]        # the seed values (a range), trained in this order
     focus: str                  # the focus's name in epoch lines: a_z, or a_z* for a rationale
     title: Optional[str]        # the heat maps' label (None: m=<m>)
 
