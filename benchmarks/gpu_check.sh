@@ -5,8 +5,11 @@
 #   IBM-1 EM on the GPU against the CPU (Multi30k), and a short CUDA run of each
 #   experiment command that exists. Ends with one table naming the card.
 #
-#   benchmarks/gpu_check.sh [--dry-run] [--out DIR] [--budget SECONDS]
+#   benchmarks/gpu_check.sh [--dry-run] [--out DIR] [--budget SECONDS] [--only REGEX]
 #
+# --only runs the checks whose names match REGEX (grep -E): `--only '^speed_'` is the
+# issue-19 speed checks alone (whole-step capture of the batched CNN FCAM, Snell's
+# training steps and the paper-size SST-2 agreement row).
 # --dry-run lists every check, its command and whether it would run, and exits 0.
 # Each check has its own time limit, cut to what is left of the total budget
 # (default 570 s); with under 30 s left a check is skipped and says so. Logs go to DIR (default gpu_check_out/).
@@ -19,12 +22,14 @@ cd "$(dirname "$0")/.."
 DRY=0
 OUT=gpu_check_out
 BUDGET=570
+ONLY=.
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) DRY=1 ;;
     --out) OUT="$2"; shift ;;
     --budget) BUDGET="$2"; shift ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    --only) ONLY="$2"; shift ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -56,7 +61,20 @@ CHECKS=(
   "train_hatexplain_cuda|60|help_mentions train hatexplain && [ -d $DATA/hatexplain ]|$CLI train --backend torch --dataset hatexplain --data-dir $DATA/hatexplain --embedding self-attention --paradigm all --epochs 2 --device cuda --no-progress --out $OUT/hatexplain"
   "synthetic_cuda|90|has_command synthetic|$CLI synthetic copy --paper-size --seeds 20 --steps 500 --device cuda --no-progress --out $OUT/synthetic ${GPU_CHECK_SYNTHETIC_ARGS:-}"
   "agreement_cuda|120|has_command agreement && [ -d $DATA/sst2 ]|$CLI agreement --task classify --dataset sst2 --data-dir $DATA/sst2 --steps 1000 --max-train 20000 --device cuda --no-progress --out $OUT/agreement ${GPU_CHECK_AGREEMENT_ARGS:-}"
+  # issue 19 speed: the step captured whole (tests first: graph vs eager), its mosaics/s
+  # and operator counts; Snell's training steps old route vs new; the paper-size SST-2 row
+  "speed_step_tests|150||$PY -m pytest -q -rs -p no:cacheprovider tests/test_batched_step.py tests/test_batched_flat.py tests/test_torch_batched.py tests/test_authors_recipe.py"
+  "speed_batched_capture|180|has_file benchmarks/bench_batched_seeds.py|$PY benchmarks/bench_batched_seeds.py --device cuda --seeds 12 --paradigm ha --n-train 2000 --n-test 500 --batch 100 --optimizer adam --classifier lenet --modes grouped_nchw --compile none,cudagraph,compile --no-sequential --epochs 2"
+  "speed_batched_profile|60|has_file benchmarks/bench_batched_seeds.py|$PY benchmarks/bench_batched_seeds.py --device cuda --profile --seeds 12 --batch 100 --optimizer adam --classifier lenet --modes grouped_nchw --compile none,cudagraph"
+  "speed_snell_steps_sst2|60|[ -d $DATA/sst2 ]|$PY benchmarks/bench_snell_agreement.py --dataset sst2 --data-dir $DATA/sst2 --device cuda --train-steps-only --steps 300"
+  "speed_snell_steps_multi30k|60|[ -d $DATA/multi30k ]|$PY benchmarks/bench_snell_agreement.py --dataset multi30k --data-dir $DATA/multi30k --device cuda --train-steps-only --steps 300"
+  "speed_agreement_sst2_paper|240|has_command agreement && [ -d $DATA/sst2 ]|$CLI agreement --task classify --dataset sst2 --data-dir $DATA/sst2 --device cuda --no-progress --out $OUT/agreement_paper"
 )
+SELECTED=()
+for entry in "${CHECKS[@]}"; do
+  echo "${entry%%|*}" | grep -Eq -- "$ONLY" && SELECTED+=("$entry")
+done
+CHECKS=("${SELECTED[@]}")
 
 card_name() {
   if command -v nvidia-smi >/dev/null 2>&1; then
