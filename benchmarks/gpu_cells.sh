@@ -14,9 +14,10 @@
 # idle between kernel launches, so a few processes share it well). The first N cells
 # always run; a later one whose estimate (an upper bound under a stop rule) exceeds what
 # is left is skipped and says so, unless --force (and any later cell with under
-# GPU_CELLS_MIN_START, default 150, seconds left). A CNN FCAM cell gets --time-limit: it
-# stops training MARGIN (60) s before the budget ends and records its seeds as cut short
-# (a partial record, marked so in the tables); other cells are stopped at the budget.
+# GPU_CELLS_MIN_START, default 150, seconds left). A CNN FCAM or synthetic cell gets
+# --time-limit: it stops training MARGIN (60) s before the budget ends (at an epoch end,
+# or an evaluation) and records what was cut short (a partial record, marked so in the
+# tables); the other cells are stopped at the budget.
 # Each finished cell writes results/cells/NAME.json; at the end all records go into
 # $OUT/cells_results.tar.gz (when $OUT is set) with a summary, to bring home here with
 # `attn-dyn cells import cells_results.tar.gz` (it keeps a complete record over a partial
@@ -142,8 +143,10 @@ START=$SECONDS; ROWS=(); FAILED=0; started=0
 mkdir -p runs/cells
 run_one() {   # name left: run one cell, leave "STATE|seconds|last line" in runs/cells/NAME.status
   local name=$1 left=$2 t0=$SECONDS limit=() rc state
-  case "$name" in t1-cifar*|cpu-t1-*|tiny-t1-*)
-    limit=(--time-limit $(( left > 2 * MARGIN ? left - MARGIN : left / 2 )) --compile "${GPU_CELLS_COMPILE:-none}") ;;
+  local stop=$(( left > 2 * MARGIN ? left - MARGIN : left / 2 ))
+  case "$name" in
+    t1-cifar*|cpu-t1-*|tiny-t1-*) limit=(--time-limit "$stop" --compile "${GPU_CELLS_COMPILE:-none}") ;;
+    permute-copy*|multihead*|tiny-synthetic*) limit=(--time-limit "$stop") ;;
   esac
   OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} timeout "$left" $ATTN cells run "$name" --data-root "$DATA" \
     --device "${GPU_CELLS_DEVICE:-cuda}" "${limit[@]}" >"runs/cells/$name.log" 2>&1

@@ -74,10 +74,14 @@ def _sizes(name):
 @click.option("--switch-step", default=None, metavar="N|auto",
               help="hybrid: first HA step, or auto (each seed when its SA focus stalls) "
                    "[steps/2].")
+@click.option("--time-limit", type=float, default=default(SyntheticConfig, "time_limit"),
+              help="Seconds of training: it ends at the first evaluation after them, is "
+                   "scored as it stands and results.json gives stopped_at (--resume goes "
+                   "on); multihead's head screening always runs to its end.")
 @progress_option("A progress bar per phase (head screening, training) on stderr.")
 def synthetic(task, seeds, steps, hidden, embed, batch_size, lr, eval_every, n_test, heads,
               pool, first_seed, vocab, paper_size, out, resume, device, paradigm, switch_step,
-              progress):
+              time_limit, progress):
     """Snell et al. (2021) synthetic experiments, all seeds trained as one batched model.
 
     \b
@@ -99,7 +103,8 @@ def synthetic(task, seeds, steps, hidden, embed, batch_size, lr, eval_every, n_t
     config, seeds = sized_config("paper" if paper_size else "cpu", seeds=seeds, steps=steps,
                                  hidden=hidden, embed=embed, batch_size=batch_size, lr=lr,
                                  eval_every=eval_every, n_test=n_test, device=device,
-                                 vocab=vocab, **paradigm_kwargs(paradigm, switch_step))
+                                 vocab=vocab, time_limit=time_limit,
+                                 **paradigm_kwargs(paradigm, switch_step))
     options = dict(seeds=seeds, first_seed=first_seed, heads=heads, pool=pool, out_dir=out)
     check_synthetic(task, config, **options)
     if device == "cpu":
@@ -116,4 +121,7 @@ def synthetic(task, seeds, steps, hidden, embed, batch_size, lr, eval_every, n_t
                    f"{sorted(final)[len(final) // 2]:.3f}/{max(final):.3f}")
     for name, why in result.get("skipped", {}).items():
         click.echo(f"{task} {name}: skipped ({why})")
+    if result.get("stopped_at") is not None:
+        click.echo(f"time limit: stopped at step {result['stopped_at']} of {config.steps} "
+                   "(partial; --resume goes on)")
     click.echo(f"wrote {out}/results.json")

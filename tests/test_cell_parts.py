@@ -110,6 +110,12 @@ def test_synthetic_parts_add_their_fractions_by_seeds():
     c = joined["result"]["conditions"]["permutation"]
     assert c["seeds"] == 10 and c["converged_fraction"] == pytest.approx(0.5)
     assert c["failed_fraction"] == pytest.approx(0.5)
+    assert cell_parts.complete(joined) and "time_limited" not in joined["result"]
+    cut = rec(2, 5, 4)
+    cut["result"].update(time_limited={"all": True}, steps_run=1500)
+    [joined] = cell_parts.merge([rec(1, 5, 1), cut])
+    assert not cell_parts.complete(joined) and joined["result"]["steps_run"] == 1500
+    assert joined["result"]["time_limited"] == {"part 1": False, "part 2": True}
 
 
 def test_tiny_parts_train_their_seeds_as_the_whole_cell_does(tmp_path, torch_one_thread):

@@ -179,6 +179,7 @@ class SyntheticConfig:
     vocab: Optional[int] = None       # seq2seq word ids 1..vocab; None: the conditions' largest
     paradigm: str = "sa"              # sa, ha, lv or hybrid per target token (attention_losses)
     switch_step: object = None        # hybrid: first HA step, or "auto" per run; None: steps // 2
+    time_limit: Optional[float] = None  # seconds: stop at the first evaluation after it
 
 
 def _size(seeds, **given):

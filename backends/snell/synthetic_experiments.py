@@ -39,7 +39,6 @@ from minimal_attn.backends.snell.synthetic_train import (
     FAILED,
     Run,
     estimate_bytes,
-    per_run_curves,
     read_checkpoint,
     train_runs,
 )
@@ -79,6 +78,26 @@ def fractions(seed_objects):
             "failed_fraction": float(np.mean(final < FAILED))}
 
 
+def per_run_curves(curves, runs):
+    """Split batched curves into one results.json object per run (Sec. 3.3 thresholds)."""
+    out = []
+    for r, run in enumerate(runs):
+        acc = [float(a[r]) for a in curves["accuracy"]]
+        obj = {"seed": run.seed, "condition": run.label or run.condition,
+               "step": list(curves["step"]), "accuracy": acc,
+               "final_accuracy": acc[-1], "converged": acc[-1] > CONVERGED,
+               "converged_step": next((st for st, a in zip(curves["step"], acc)
+                                       if a > CONVERGED), None),
+               "failed": acc[-1] < FAILED}
+        for key in curves:
+            if key.startswith("gamma_") or key == "focus":
+                obj[key] = [float(g[r]) for g in curves[key]]
+        if "switch_step" in curves:
+            obj["switch_step"] = curves["switch_step"][r]
+        out.append(obj)
+    return out
+
+
 def plain_runs(task, seeds, first_seed):
     """Runs of every condition of a non-multihead task, paired by seed."""
     heads = lambda s: [] if task == "keyword" else [s]            # noqa: E731
@@ -95,8 +114,11 @@ def screen_heads(first_seed, pool, config, out_dir, progress=None, resume=True, 
     """Good/bad labels of ``pool`` candidate heads (Sec. 5.2 rejection sampling), cached."""
     runs = [Run("permutation", c, init_seed=first_seed, head_seeds=[c], data_seed=first_seed,
                 label="candidate") for c in range(pool)]
+    # the labels need the screening complete: no time limit here
+    config = replace(config, time_limit=None)
     meta = {"first_seed": first_seed, "pool": pool,
-            "config": {k: v for k, v in asdict(config).items() if k != "device"}}
+            "config": {k: v for k, v in asdict(config).items()
+                       if k not in ("device", "time_limit")}}
     path = os.path.join(out_dir, "head_pool.json") if out_dir else None
     if path:
         cached = load_guarded(path, read_json, _pool_problem, what="head pool cache",
@@ -185,6 +207,8 @@ def check_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_d
         _check_count("embed", config.embed)
     _check_count("first_seed", first_seed, 0)
     check_positive("lr", config.lr, param="lr")
+    if config.time_limit is not None:
+        check_positive("time_limit", config.time_limit, param="time_limit")
     get_device(config.device, param="device")
     config_paradigm(config, task)
     check_steps(config.steps, f"training {task}", param="steps")
@@ -257,7 +281,8 @@ def _run(task, config, seeds, first_seed, heads, pool, out_dir, resume, progress
               "converged_fraction": primary["converged_fraction"],
               "failed_fraction": primary["failed_fraction"],
               "conditions": conditions, "config": asdict(config),
-              "first_seed": first_seed, "resumed_from_step": curves["resumed_from"], **extra}
+              "first_seed": first_seed, "resumed_from_step": curves["resumed_from"],
+              "stopped_at": curves["stopped_at"], **extra}
     if out_dir is not None:
         ensure_dir(out_dir)
         figures = {"accuracy": "accuracy.png"}

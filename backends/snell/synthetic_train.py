@@ -156,7 +156,7 @@ def evaluate(params, runs, config, chunk=50, phases="sa"):
 
 def _comparable(runs, config):
     """What a checkpoint must share with the run resuming it (``steps`` may grow)."""
-    cfg = {k: v for k, v in asdict(config).items() if k not in ("device", "steps")
+    cfg = {k: v for k, v in asdict(config).items() if k not in ("device", "steps", "time_limit")
            and not (k in LATER_DEFAULTS and v == LATER_DEFAULTS[k])}
     if config.paradigm == "hybrid":       # its switch (steps // 2, auto's latest) needs them
         cfg["steps"] = config.steps
@@ -206,6 +206,8 @@ def train_runs(runs, config, checkpoint=None, progress=None, resume=True, log=No
     resume : continue from ``checkpoint`` when it exists (a mismatched one raises
         InputError; an unreadable one falls back to its ``.prev``); False starts
         afresh and overwrites it
+    config.time_limit : seconds; training ends at the first evaluation after it, and
+        ``"stopped_at"`` gives that step (None: the run reached config.steps)
     progress : optional ``progress(label, step, total_steps, note)`` after every step, the
         mean loss as note at each evaluation (:mod:`minimal_attn.experiments.progress`)
         (``mean_loss`` is a float at evaluation steps, else None: reading it syncs a GPU)
@@ -215,10 +217,13 @@ def train_runs(runs, config, checkpoint=None, progress=None, resume=True, log=No
     -------
     dict ``{"step": [...], "accuracy": [[per run] per eval], ...}`` plus ``"resumed_from"``.
     """
+    import time
+
     import torch
 
     from minimal_attn.backends.torch_backend import optimizer_step
 
+    t0, stopped_at = time.perf_counter(), None
     params = init_params(runs, config)
     optimizer = torch.optim.Adam(params.values(), lr=config.lr)
     keyword, device = _is_keyword(runs), params["enc_Wx"].device
@@ -264,9 +269,13 @@ def train_runs(runs, config, checkpoint=None, progress=None, resume=True, log=No
                     "optimizer": optimizer.state_dict(), "curves": curves})
             if progress:
                 progress(label, done, config.steps, f"loss {value:.3f}")
+            if config.time_limit is not None and done < config.steps and \
+                    time.perf_counter() - t0 >= config.time_limit:
+                stopped_at = done
+                break
         elif progress:
             progress(label, done, config.steps, None)
-    return dict(curves, resumed_from=resumed_from,
+    return dict(curves, resumed_from=resumed_from, stopped_at=stopped_at,
                 params={k: v.detach() for k, v in params.items()})
 
 
@@ -279,23 +288,3 @@ def _auto_switch(curves, switches, done, config):
         if s is None and switch_now([f[r] for f in curves["focus"]], LENGTH, done,
                                     config.steps):
             switches[r] = done
-
-
-def per_run_curves(curves, runs):
-    """Split batched curves into one results.json object per run (Sec. 3.3 thresholds)."""
-    out = []
-    for r, run in enumerate(runs):
-        acc = [float(a[r]) for a in curves["accuracy"]]
-        obj = {"seed": run.seed, "condition": run.label or run.condition,
-               "step": list(curves["step"]), "accuracy": acc,
-               "final_accuracy": acc[-1], "converged": acc[-1] > CONVERGED,
-               "converged_step": next((st for st, a in zip(curves["step"], acc)
-                                       if a > CONVERGED), None),
-               "failed": acc[-1] < FAILED}
-        for key in curves:
-            if key.startswith("gamma_") or key == "focus":
-                obj[key] = [float(g[r]) for g in curves[key]]
-        if "switch_step" in curves:
-            obj["switch_step"] = curves["switch_step"][r]
-        out.append(obj)
-    return out

@@ -101,6 +101,12 @@ def join(name, parts):
             result["conditions"][cond] = {"seeds": seeds, **{
                 f: sum(e[f] * e["seeds"] for e in entries) / seeds
                 for f in ("converged_fraction", "failed_fraction")}}
+        cut = {f"part {p['part']['index']}": any((r.get("time_limited") or {}).values())
+               for p, r in zip(parts, results)}
+        if any(cut.values()):
+            result["time_limited"] = cut
+            result["steps_run"] = min(r.get("steps_run", 0) for r in results
+                                      if any((r.get("time_limited") or {}).values()))
     settings = dict(first["settings"], seeds=sum(p["part"]["seeds"] for p in parts))
     settings.pop("first_seed", None)
     return {"format": first["format"], "cell": name, "kind": first["kind"],

@@ -112,7 +112,8 @@ def _run_synthetic(cell, data_dir, work, device, log, control=None):
                              n_test=size.get("n_test", 200),
                              device="cpu" if device in ("auto", "cpu") else device,
                              paradigm=s.get("paradigm", "sa"),
-                             switch_step=s.get("switch_step"))
+                             switch_step=s.get("switch_step"),
+                             time_limit=(control or {}).get("time_limit"))
     out = run_synthetic(s["task"], config, seeds=s["seeds"], first_seed=s.get("first_seed", 0),
                         heads=s.get("heads", 8), pool=s.get("pool", 24), out_dir=work,
                         resume=True)
@@ -120,7 +121,10 @@ def _run_synthetic(cell, data_dir, work, device, log, control=None):
                          "converged_fraction": c["converged_fraction"],
                          "failed_fraction": c["failed_fraction"]}
                   for name, c in out["conditions"].items()}
-    return {"conditions": conditions}, dict(size, task=s["task"], seeds=s["seeds"],
+    # a time limit ends training at an evaluation: the fractions are those of that step
+    stopped = {"steps_run": out["stopped_at"] or config.steps,
+               "time_limited": {"all": out["stopped_at"] is not None}}
+    return {"conditions": conditions, **stopped}, dict(size, task=s["task"], seeds=s["seeds"],
                                             first_seed=s.get("first_seed", 0),
                                             paradigm=config.paradigm,
                                             switch_step=config.switch_step), config.device

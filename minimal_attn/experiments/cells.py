@@ -214,10 +214,11 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
              log=None, command=None, time_limit=None, compile="none"):
     """Run one cell and write its record; returns the record.
 
-    ``time_limit`` (seconds, Table 1 cells of the CNN FCAM): training ends at the
-    first epoch boundary after it, the seeds are evaluated as they stand, and the
-    record names the seeds cut short (``result.time_limited``) beside the epochs
-    each ran, so a partial cell is never read as a finished one. ``compile``
+    ``time_limit`` (seconds, Table 1 cells of the CNN FCAM and the synthetic
+    cells): training ends at the first epoch boundary (synthetic: evaluation)
+    after it, the seeds are evaluated as they stand, and the record says what was
+    cut short (``result.time_limited``; the epochs or ``steps_run`` beside it), so
+    a partial cell is never read as a finished one. ``compile``
     (same cells): how the seed-batched step runs (``none``, ``compile``,
     ``cudagraph``: :mod:`minimal_attn.backends.vr.batched_step`), recorded in the
     record's settings.
@@ -228,6 +229,13 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
     histories, figures) go to ``work_root/<name>``, and a rerun resumes there.
     """
     cell = get_cell(name)
+    runner = cell.settings["runner"]
+    if time_limit is not None and runner not in ("fcam", "synthetic"):
+        raise InputError(f"time_limit applies to the CNN FCAM and synthetic cells, not to "
+                         f"cell {name}: drop it", param="time_limit")
+    if compile != "none" and runner != "fcam":
+        raise InputError(f"compile applies to the CNN FCAM cells (t1-cifar10-*), not to cell "
+                         f"{name}: drop it", param="compile")
     data_dir = None
     if cell.data:
         data_dir = os.path.join(data_root, cell.data) if data_root else None
@@ -237,11 +245,6 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
     work = os.path.join(work_root, name)
     t0 = time.perf_counter()
     control = {"time_limit": time_limit, "compile": compile}
-    if cell.settings["runner"] != "fcam":
-        for key, default in (("time_limit", None), ("compile", "none")):
-            if control[key] != default:
-                raise InputError(f"{key} applies to the CNN FCAM cells (t1-cifar10-*), not "
-                                 f"to cell {name}: drop it", param=key)
     result, settings, used = cell_runners.RUNNERS[cell.settings["runner"]](
         cell, data_dir, work, device, log or (lambda line: None), control)
     record = {"format": 1, "cell": name, "kind": cell.kind, "scale": cell.scale,

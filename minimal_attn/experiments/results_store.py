@@ -212,8 +212,12 @@ def _synthetic(records):
     lines = ["| cell | scale | condition | seeds | converged | failed | run on |",
              "|---|---|---|---|---|---|---|"]
     for r in records:
-        for name, c in r["result"]["conditions"].items():
-            lines.append(f"| {r['title']} | {r['scale']} | {name} | {c['seeds']} | "
+        res = r["result"]
+        cut = any((res.get("time_limited") or {}).values())
+        title = r["title"] + (f" (**partial: time limit at step {res.get('steps_run')}**)"
+                              if cut else "")
+        for name, c in res["conditions"].items():
+            lines.append(f"| {title} | {r['scale']} | {name} | {c['seeds']} | "
                          f"{100 * c['converged_fraction']:.0f}% | {100 * c['failed_fraction']:.0f}%"
                          f" | {_short(r)} |")
     return lines
