@@ -13,8 +13,10 @@ every epoch and a final train and test evaluation per seed.
   or NCHW).
 
 ``--compile none,compile,cudagraph`` adds each batched mode run through
-``torch.compile`` or captured in CUDA graphs (``TrainConfig.compile``), with its
-ratio against the same mode run eagerly. Each variant is warmed up (sequential:
+``torch.compile`` or captured in CUDA graphs (``TrainConfig.compile``), and
+``--precision fp32,tf32,bf16`` each in TF32 matmuls (CUDA) or under bfloat16
+autocast (``TrainConfig.precision``), each with its ratio against the same mode
+run plainly (eager, fp32: the "vs plain" column). Each variant is warmed up (sequential:
 one step, cuDNN autotuning; batched: one epoch on the timed data, whose trainer
 with its compiled code or graphs the timed rounds reuse); rounds alternate
 between the variants so a busy shared machine slows all alike, and the best
@@ -50,6 +52,7 @@ import torch
 
 from minimal_attn import PARADIGMS
 from minimal_attn.backends import torch_backend as tb
+from minimal_attn.backends.vr.batched_step import check_precision
 from minimal_attn.backends.vr.batched_train import BatchedSeeds
 from minimal_attn.backends.vr.cost import bound_report
 from minimal_attn.backends.vr.models import classifier_config, focus_config, scaled
@@ -65,14 +68,15 @@ def sequential(config, seeds, splits):
         train_run(config, splits.train, splits.test, progress=False)
 
 
-def batched(mode, how="none"):
-    """S seeds as one ``BatchedSeeds`` (``compile=how``) through the epoch loop, as
-    ``train_seeds`` runs them. One trainer per data set, kept across calls, so the
+def batched(mode, how="none", precision="fp32"):
+    """S seeds as one ``BatchedSeeds`` (``compile=how``, ``precision``) through the epoch
+    loop, as ``train_seeds`` runs them. One trainer per data set, kept across calls, so the
     warm-up call compiles (or captures) and the timed rounds reuse the result."""
     trainers = {}
 
     def go(config, seeds, splits):
-        configs = [TrainConfig(**{**vars(config), "seed": s, "compile": how}) for s in seeds]
+        configs = [TrainConfig(**{**vars(config), "seed": s, "compile": how,
+                               "precision": precision}) for s in seeds]
         if id(splits) not in trainers:
             trainers[id(splits)] = BatchedSeeds(configs, splits.train, splits.test, mode)
         run_seeds(configs, trainers[id(splits)], "bench")
@@ -178,7 +182,7 @@ def profile_step(config, seeds, splits, mode, device, top=12):
             counts[name] = count_ops(prof)
     print(f"one step, {len(seeds)} seeds, paradigm {phase}, mode {mode}, "
           f"chunk {config.chunk}, {config.optimizer}, {config.classifier} classifier, "
-          f"compile {config.compile}, "
+          f"compile {config.compile}, precision {config.precision}, "
           f"batch {config.batch_size}, m={trainer.m}, torch {torch.__version__}, {device}")
     cuda = device.type == "cuda"
     print(f"{'part':<12}{'aten ops':>10}{'outermost':>11}{'leaf compute':>14}"
@@ -218,6 +222,9 @@ def main():
     parser.add_argument("--compile", default="none",
                         help="how batched steps run, comma list of none,compile,cudagraph "
                              "(TrainConfig.compile; cudagraph on CUDA only)")
+    parser.add_argument("--precision", default="fp32",
+                        help="batched arithmetic, comma list of fp32,tf32,bf16 "
+                             "(TrainConfig.precision; tf32 on CUDA only)")
     parser.add_argument("--no-sequential", action="store_true",
                         help="skip the sequential baseline (ratios against the first variant)")
     parser.add_argument("--profile", action="store_true",
@@ -225,6 +232,8 @@ def main():
     args = parser.parse_args()
     try:
         device = tb.get_device(args.device)
+        for precision in args.precision.split(","):            # known, and tf32 on CUDA
+            check_precision(TrainConfig(precision=precision).precision, device)
     except InputError as err:
         print(f"Error: {err}", file=sys.stderr)
         sys.exit(2)
@@ -241,15 +250,18 @@ def main():
     if args.profile:
         splits = load_mosaic_splits("synthetic", args.m, max(args.n_train, args.batch), 1)
         for how in args.compile.split(","):
-            profile_step(TrainConfig(**{**vars(config), "compile": how}), seeds, splits,
-                         modes[0], device)
+            for precision in args.precision.split(","):
+                profile_step(TrainConfig(**{**vars(config), "compile": how,
+                                            "precision": precision}),
+                             seeds, splits, modes[0], device)
         return
     splits = load_mosaic_splits("synthetic", args.m, args.n_train, args.n_test)
     variants = {} if args.no_sequential else {"sequential": sequential}
     for mode in modes:
         for how in args.compile.split(","):
-            name = f"batched ({mode})" if how == "none" else f"batched ({mode}, {how})"
-            variants[name] = batched(mode, how)
+            for precision in args.precision.split(","):
+                parts = [mode] + [how] * (how != "none") + [precision] * (precision != "fp32")
+                variants[f"batched ({', '.join(parts)})"] = batched(mode, how, precision)
 
     warm = TrainConfig(**{**vars(config), "epochs": 1})
     # same batch and evaluation shapes as the timed runs, so cuDNN autotunes them here;
@@ -277,13 +289,13 @@ def main():
           f"{args.epochs} epoch(s), best of {args.rounds} round(s)")
     work = args.seeds * args.epochs * args.n_train
     first = next(iter(seconds))
-    print(f"{'variant':<34}{'seconds':>9}{'mosaics/s':>11}{'ratio vs ' + first:>{len(first) + 12}}"
-          f"{'CPU s':>8}{'CPU ratio':>11}{'vs eager':>10}")
+    print(f"{'variant':<40}{'seconds':>9}{'mosaics/s':>11}{'ratio vs ' + first:>{len(first) + 12}}"
+          f"{'CPU s':>8}{'CPU ratio':>11}{'vs plain':>10}")
     for variant, sec in seconds.items():
-        eager = variant.split(",")[0].rstrip(")") + ")"          # the same mode, eager
+        eager = variant.split(",")[0].rstrip(")") + ")"     # the same mode, eager, fp32
         versus = f"{seconds[eager] / sec:>10.2f}" if eager in seconds and "," in variant \
             else f"{'':>10}"
-        print(f"{variant:<34}{sec:>9.2f}{work / sec:>11.1f}"
+        print(f"{variant:<40}{sec:>9.2f}{work / sec:>11.1f}"
               f"{seconds[first] / sec:>{len(first) + 12}.2f}"
               f"{cpu[variant]:>8.2f}{cpu[first] / cpu[variant]:>11.2f}{versus}")
     best = min(seconds, key=seconds.get)

@@ -45,7 +45,7 @@ from minimal_attn.cli.options import (
     unused_warnings,
 )
 from minimal_attn.errors import InputError
-from minimal_attn.experiments.train_loop import COMPILE_MODES
+from minimal_attn.experiments.train_loop import COMPILE_MODES, PRECISIONS
 from minimal_attn.experiments.train_report import summary_markdown
 
 D = ExperimentConfig()          # the defaults live in the dataclasses, not here
@@ -179,6 +179,13 @@ def _task_belongs_to_train_seq(ctx, param, value):
               help="With --batch-seeds: run each step eagerly (none), through torch.compile, "
                    "or captured whole in a CUDA graph (cudagraph, CUDA only). Results agree "
                    "with none to float rounding.")
+@click.option("--precision", type=click.Choice(PRECISIONS), default=D.precision,
+              show_default=True,
+              help="With --batch-seeds: the arithmetic. bf16: the networks under bfloat16 "
+                   "autocast (softmaxes, losses and optimizer in float32; CPU or CUDA), "
+                   "whose accuracy and SAIF agree with fp32 within seed noise "
+                   "(tests/test_batched_precision.py), not to rounding; tf32: CUDA "
+                   "matmuls in TF32 (needs a CUDA device).")
 @click.option("--time-limit", type=float, default=D.time_limit,
               help="Seconds per run (a seed; all seeds with --batch-seeds): end it at the "
                    "next epoch boundary, evaluate it as it stands and record time_limited "

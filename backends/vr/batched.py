@@ -57,6 +57,13 @@ def _key(name):
     return name.replace(".", "_")                 # ParameterDict keys may not hold dots
 
 
+def _float32(parts):
+    """The chunks' outputs joined, at least float32: under bfloat16 autocast
+    (``TrainConfig.precision``) the softmaxes and losses that follow run in float32."""
+    out = parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
+    return out.float() if out.dtype in (torch.bfloat16, torch.float16) else out
+
+
 class BatchedConvNet(nn.Module):
     """S :class:`.models.ConvNet` of one config: images (S, n, 3, H, W) -> (S, n, out)."""
 
@@ -164,7 +171,8 @@ class BatchedFCAM(nn.Module):
         self.n_seeds = next(iter(focus.stacked.values())).shape[0]
 
     def run(self, x, seeds, *nets):
-        """Each of ``nets`` on images (S', n, 3, H, W), in chunks of n; one output per net."""
+        """Each of ``nets`` on images (S', n, 3, H, W), in chunks of n; one output per net
+        (float32 or float64, also under autocast)."""
         if self.chunk is not None:
             size = max(1, int(self.chunk))
         elif x.device.type == "cuda":
@@ -176,7 +184,7 @@ class BatchedFCAM(nn.Module):
             for part in x.split(size, dim=1):
                 for out, net in zip(outs, nets):
                     out.append(net(part, seeds))
-            return [o[0] if len(o) == 1 else torch.cat(o, dim=1) for o in outs]
+            return [_float32(o) for o in outs]
         ids = range(x.shape[0]) if seeds is None else seeds.tolist()
         for part in x.split(size, dim=1):
             # loop: every net sees a seed's chunk while it is in cache, as in FCAM.run
@@ -186,7 +194,7 @@ class BatchedFCAM(nn.Module):
                     f.append(net.seed_features(part[k], s))            # (n, F)
             for out, f, net in zip(outs, feats, nets):
                 out.append(net.head(torch.stack(f), seeds))            # (S', n, out)
-        return [o[0] if len(o) == 1 else torch.cat(o, dim=1) for o in outs]
+        return [_float32(o) for o in outs]
 
     def forward(self, X, paradigm, seeds=None):
         S, B, m = X.shape[:3]

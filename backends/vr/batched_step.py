@@ -18,7 +18,28 @@ one launch from the host; at 12 seeds x 100 mosaics the card waits on the host
   replay. Each shape first runs :data:`WARMUP` eager steps on a side stream
   (cuDNN autotuning, lazy allocations), as torch's whole-network capture needs.
   The arithmetic is the eager step's, so the numbers are too.
+
+``TrainConfig.precision`` picks the arithmetic, with any of the three
+(:func:`precision_scope` around a whole epoch or evaluation, :func:`autocast`
+around each network call):
+
+* ``fp32`` (default): PyTorch's defaults. On CUDA that means cuDNN convolutions
+  in TF32 already (``torch.backends.cudnn.allow_tf32`` is True by default) and
+  matmuls (the fully connected layers) in IEEE float32.
+* ``tf32`` (CUDA only): the matmuls in TF32 as well, for the epoch or evaluation
+  only; the previous global setting comes back afterwards.
+* ``bf16``: the networks' forwards (and so their backwards) under bfloat16
+  autocast; :class:`.batched.BatchedFCAM` hands back float32 scores and logits,
+  so every softmax, loss, per-seed reduction and statistic that decides a
+  metric runs in float32, and the parameters, gradients and optimizer state
+  stay float32 (bfloat16 has float32's exponent range: no loss scaling). The
+  autocast keeps no cast cache (``cache_enabled=False``), as a CUDA graph
+  capture of it requires. tests/test_batched_precision.py trains a small
+  problem in fp32 and bf16 over several seeds and checks that accuracy and
+  SAIF agree within seed noise.
 """
+
+import contextlib
 
 import torch
 
@@ -26,6 +47,39 @@ from minimal_attn.errors import InputError
 
 #: Eager steps per (phases, batch shape) before a CUDA graph captures it.
 WARMUP = 2
+
+
+def check_precision(precision, device):
+    """Refuse ``tf32`` off CUDA (a CUDA matmul mode; on the CPU it would do nothing)."""
+    if precision == "tf32" and device.type != "cuda":
+        raise InputError(f"precision='tf32' sets the CUDA matmuls to TF32 and needs a CUDA "
+                         f"device, got {device}: use precision='bf16' or 'fp32'",
+                         param="precision")
+
+
+@contextlib.contextmanager
+def precision_scope(precision):
+    """Inside: float32 matmuls in TF32 when ``precision`` is tf32; the setting before, after.
+
+    ``set_float32_matmul_precision`` keeps torch's legacy (``allow_tf32``) and new
+    (``fp32_precision``) views of the setting in step; setting one of them alone
+    makes the other raise when read."""
+    if precision != "tf32":
+        yield
+        return
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+def autocast(precision, device):
+    """bfloat16 autocast on ``device`` for ``bf16`` (no cast cache: CUDA graphs), else nothing."""
+    if precision != "bf16":
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=False)
 
 
 def eager_step(trainer, idx, picks, sums, lrs):

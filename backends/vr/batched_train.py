@@ -10,7 +10,9 @@ losses and inference rules (:mod:`.torch_backend`) as S separate
 :class:`.train.CNNTrainer` runs, and per-seed checkpoints in their format, so a
 batched run resumes separately and vice versa. A lane whose phase is None (the
 stop rule ended it) is not run and its parameters no longer move.
-Why S stacked runs equal S separate ones: :mod:`.batched`.
+Why S stacked runs equal S separate ones: :mod:`.batched`. How a step runs
+(``TrainConfig.compile``) and in which arithmetic (``TrainConfig.precision``:
+fp32, tf32 or bf16 autocast): :mod:`.batched_step`.
 """
 
 import io
@@ -25,7 +27,13 @@ from minimal_attn.backends.vr.batched import (
     stacked_parameters,
     unstack,
 )
-from minimal_attn.backends.vr.batched_step import eager_step, step_runner
+from minimal_attn.backends.vr.batched_step import (
+    autocast,
+    check_precision,
+    eager_step,
+    precision_scope,
+    step_runner,
+)
 from minimal_attn.backends.vr.image_store import ImageStore
 from minimal_attn.backends.vr.stacked_optimizers import stacked_optimizer
 from minimal_attn.backends.vr.train import ADAM_BETAS, ADAM_EPS, CNNTrainer
@@ -57,6 +65,8 @@ class BatchedSeeds:
         self.config, self.sets = config, {"train": train, "test": test}
         self.seeds = [int(c.seed) for c in configs]
         device = tb.get_device(config.device)
+        check_precision(config.precision, device)
+        self.precision, self.device = config.precision, device
         if device.type == "cuda":
             torch.backends.cudnn.benchmark = True                   # as CNNTrainer
         make_model = make_model or (lambda seed: build_fcam_for(config, device, seed))
@@ -94,13 +104,14 @@ class BatchedSeeds:
         orders = torch.stack([torch.randperm(store.n, generator=g)
                               for g in self.generators]).to(y.device)   # (S, N)
         sums = torch.zeros(S, 3, dtype=torch.float64, device=y.device)  # loss, correct, a_z
-        for idx in orders.split(self.config.batch_size, dim=1):        # idx (S, B)
-            if self.runner is None:
-                eager_step(self, idx, picks, sums, self.lrs)
-            else:
-                self.runner(idx, picks, sums, self.lrs, tuple(phases))
-            self._step_count += 1
-            step(None)                       # no loss read: that would sync the device
+        with precision_scope(self.precision):
+            for idx in orders.split(self.config.batch_size, dim=1):    # idx (S, B)
+                if self.runner is None:
+                    eager_step(self, idx, picks, sums, self.lrs)
+                else:
+                    self.runner(idx, picks, sums, self.lrs, tuple(phases))
+                self._step_count += 1
+                step(None)                   # no loss read: that would sync the device
         stats = (sums / store.n).tolist()
         return [tuple(st) if ph is not None else None for ph, st in zip(phases, stats)]
 
@@ -112,11 +123,14 @@ class BatchedSeeds:
     def forward(self, X, yb, zb, picks, sums):
         """The sum over the running lanes of their batch-mean losses (backprop gives each
         lane its own gradient, :mod:`.batched`); adds each lane's (loss x B, correct,
-        a_z sum) to ``sums`` (S, 3) without reading anything back."""
+        a_z sum) to ``sums`` (S, 3) without reading anything back. Only the network
+        call is under autocast (bf16): its scores and logits come back float32, and
+        the losses, softmaxes and statistics here run in float32."""
         total = None                         # not 0.0: one addition (a launch) fewer
         for ph, ks in picks.items():
             Xg, yg, zg = (X, yb, zb) if ks is None else (X[ks], yb[ks], zb[ks])
-            scores, logits = self.model(Xg, ph, ks)                   # (S', B, m), ...
+            with autocast(self.precision, self.device):
+                scores, logits = self.model(Xg, ph, ks)               # (S', B, m), ...
             values = _seed_losses(ph, scores, logits, yg)             # (S',)
             total = values.sum() if total is None else total + values.sum()
             with torch.no_grad():
@@ -141,7 +155,8 @@ class BatchedSeeds:
         for ph, ks in self._groups(phases).items():
             lanes = range(len(self.seeds)) if ks is None else ks.tolist()
             n = len(lanes)
-            scores, logits = self.model(X.expand((n,) + X.shape), ph, ks)
+            with precision_scope(self.precision), autocast(self.precision, self.device):
+                scores, logits = self.model(X.expand((n,) + X.shape), ph, ks)
             values = _seed_losses(ph, scores, logits, yb.expand(n, -1)).tolist()
             for k, v in zip(lanes, values):
                 out[k] = v
@@ -159,7 +174,8 @@ class BatchedSeeds:
             for rule in dict.fromkeys(r for r in rules if r is not None):
                 ks = [k for k in range(S) if rules[k] == rule]
                 pick = None if len(ks) == S else torch.tensor(ks, device=self.y.device)
-                with torch.no_grad():
+                with torch.no_grad(), precision_scope(self.precision), \
+                        autocast(self.precision, self.device):           # s: float32
                     scores, s = self.model.predict(X.expand((len(ks),) + X.shape), rule, pick)
                 for j, k in enumerate(ks):
                     a_parts[k].append(tb.attention(scores[j]))

@@ -15,7 +15,12 @@ from typing import Dict, List, Optional, Union
 
 from minimal_attn import PARADIGMS
 from minimal_attn.errors import InputError
-from minimal_attn.experiments.train_loop import COMPILE_MODES, OPTIMIZERS, paper_setting
+from minimal_attn.experiments.train_loop import (
+    COMPILE_MODES,
+    OPTIMIZERS,
+    PRECISIONS,
+    paper_setting,
+)
 
 BACKEND_DATASETS = {"numpy": ("synthetic", "linear-orthogonal"),
                     "torch": ("synthetic", "cifar10", "cifar100")}
@@ -82,6 +87,7 @@ class ExperimentConfig:
     checkpoint_every: int = 1                  # checkpoint every k epochs (and the last)
     time_limit: Optional[float] = None         # seconds per run: stop at the next epoch end
     compile: str = "none"                      # batch_seeds steps: none, compile, cudagraph
+    precision: str = "fp32"                    # batch_seeds arithmetic: fp32, tf32 (CUDA), bf16
 
 
 def apply_protocol(config, name, explicit=()):
@@ -134,13 +140,22 @@ def check_config(c):
     if not 0 <= c.momentum < 1:
         raise InputError(f"momentum must lie in [0, 1), got {c.momentum}", param="momentum")
     for name, allowed in (("optimizer", OPTIMIZERS), ("focus_init", FOCUS_INITS),
-                          ("classifier", CLASSIFIERS), ("compile", COMPILE_MODES)):
+                          ("classifier", CLASSIFIERS), ("compile", COMPILE_MODES),
+                          ("precision", PRECISIONS)):
         if getattr(c, name) not in allowed:
             raise InputError(f"{name} must be one of {', '.join(allowed)}, got "
                              f"{getattr(c, name)!r}", param=name)
     if c.compile != "none" and not c.batch_seeds:
         raise InputError(f"compile {c.compile!r} applies to seeds trained as one model: set "
                          "batch_seeds, or compile 'none'", param=("compile", "batch_seeds"))
+    if c.precision != "fp32" and not c.batch_seeds:
+        raise InputError(f"precision {c.precision!r} applies to seeds trained as one model: "
+                         "set batch_seeds, or precision 'fp32'",
+                         param=("precision", "batch_seeds"))
+    if c.precision == "tf32" and str(c.device).strip().lower() == "cpu":
+        raise InputError("precision 'tf32' is a CUDA matmul mode and device is cpu: use "
+                         "precision 'bf16' or 'fp32' on the CPU, or a CUDA device",
+                         param=("precision", "device"))
     if c.backend == "numpy":
         for name, default in (("optimizer", "sgd"), ("focus_init", "zero"),
                               ("classifier", "paper")):

@@ -34,6 +34,9 @@ OPTIMIZERS = ("sgd", "adam")
 #: How the seed-batched CNN trainer runs a step (backends/vr/batched_step.py): eagerly,
 #: through torch.compile, or captured whole in a CUDA graph (CUDA only).
 COMPILE_MODES = ("none", "compile", "cudagraph")
+#: The arithmetic of the seed-batched CNN trainer (backends/vr/batched_step.py): float32,
+#: float32 with TF32 matmuls (CUDA only), or its forwards under bfloat16 autocast.
+PRECISIONS = ("fp32", "tf32", "bf16")
 #: Defaults for the linear FCAM (plain gradient descent from zero), chosen on the
 #: synthetic Gaussian mosaics; the paper gives none for this experiment.
 LINEAR_LR = {"sa": 0.5, "ha": 0.5, "lv": 0.5}
@@ -74,6 +77,7 @@ class TrainConfig:
     checkpoint_every: int = 1            # checkpoint every k epochs and at the end
     time_limit: Optional[float] = None   # seconds: end the run at the next epoch boundary
     compile: str = "none"                # seeds batched: none, compile or cudagraph (CUDA)
+    precision: str = "fp32"              # seeds batched: fp32, tf32 (CUDA) or bf16 autocast
 
     def __post_init__(self):
         self.paradigm = check_paradigm(self.paradigm)
@@ -84,9 +88,10 @@ class TrainConfig:
             if int(getattr(self, key)) < 1:
                 raise InputError(f"{key} must be a whole number >= 1, got "
                                  f"{getattr(self, key)!r}", param=key)
-        if self.compile not in COMPILE_MODES:
-            raise InputError(f"compile must be one of {', '.join(COMPILE_MODES)}, got "
-                             f"{self.compile!r}", param="compile")
+        for key, allowed in (("compile", COMPILE_MODES), ("precision", PRECISIONS)):
+            if getattr(self, key) not in allowed:
+                raise InputError(f"{key} must be one of {', '.join(allowed)}, got "
+                                 f"{getattr(self, key)!r}", param=key)
         if self.time_limit is not None and not float(self.time_limit) > 0:
             raise InputError(f"time_limit must be a positive number of seconds, got "
                              f"{self.time_limit!r}", param="time_limit")
@@ -151,9 +156,10 @@ def affecting(config, table):
         out["momentum"] = config.momentum
     # named only when not the default, so checkpoints written before these
     # options existed still resume
+    # (precision: bf16 moves the trajectory by more than rounding; not mixed within a run)
     for key, default in (("optimizer", "sgd"), ("focus_init", "zero"),
-                         ("classifier", "paper")):
-        if getattr(config, key) != default:
+                         ("classifier", "paper"), ("precision", "fp32")):
+        if getattr(config, key, default) != default:
             out[key] = getattr(config, key)
     out["lr"] = config.rates(table)
     if config.paradigm == "hybrid":
