@@ -306,3 +306,24 @@ def test_a_table2_row_is_a_cell_too(tmp_path, shared_data, torch_one_thread):
     assert (out / "figures" / "table2.png").is_file()
     again = sweep(*args)
     assert again.exit_code == 0 and again.output.count(": already done (") == 1
+
+
+def test_a_record_from_before_a_setting_existed_matches_it_at_its_default(tmp_path):
+    """first_seed and precision came after sweeps wrote records: such a record is still
+    done for a cell at their defaults, and stale for a cell away from them."""
+    from minimal_attn.experiments.cells import Cell
+    from minimal_attn.experiments.results_store import write_cell
+    from minimal_attn.experiments.sweep_cell import record_status
+
+    old = {"m": 5, "lr": None}
+    stat = {"per_seed": [0.5], "mean": 0.5, "std": 0.0}
+    write_cell(str(tmp_path), {"format": 1, "cell": "c", "kind": "table1", "scale": "cpu",
+                               "title": "c", "settings": old, "provenance": {},
+                               "result": {s: {"accuracy": stat, "saif": stat}
+                                          for s in ("train", "test")}})
+    now = dict(old, first_seed=0, precision="fp32")
+    assert record_status(str(tmp_path), Cell("c", "table1", "cpu", "c", now)) == "done"
+    for changed in ({"first_seed": 3}, {"precision": "bf16"}, {"m": 20}):
+        cell = Cell("c", "table1", "cpu", "c", dict(now, **changed))
+        assert record_status(str(tmp_path), cell) == "stale", changed
+    assert record_status(str(tmp_path), Cell("d", "table1", "cpu", "d", now)) == "absent"

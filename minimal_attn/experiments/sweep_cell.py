@@ -27,6 +27,9 @@ from minimal_attn.experiments.results_store import cell_path, check_record, prov
 #: or a killed driver under the local engine, at a known point.
 CRASH_ENV = "ATTN_DYN_SWEEP_CRASH"
 CRASH_STATUS = 70
+#: Settings of ``attn-dyn train`` added after sweeps wrote records, with their defaults:
+#: a record without one was run at the default.
+ADDED_LATER = {"first_seed": 0, "precision": "fp32"}
 
 
 def cell_folder(out, name):
@@ -45,8 +48,12 @@ def record_status(out, cell):
         check_record(record, path)
     except (OSError, ValueError, InputError):
         return "stale"
-    same = record.get("cell") == cell.name and \
-        record.get("settings") == json.loads(json.dumps(cell.settings))
+    settings = json.loads(json.dumps(cell.settings))
+    old = record.get("settings") or {}
+    # a setting added after the record was written matches when it is at its default
+    settings = {k: v for k, v in settings.items()
+                if k in old or k not in ADDED_LATER or v != ADDED_LATER[k]}
+    same = record.get("cell") == cell.name and old == settings
     return "done" if same else "stale"
 
 
