@@ -302,7 +302,8 @@ def main():
     focus = scaled(focus_config(config.dataset, config.focus_init), args.width)
     classifier = scaled(classifier_config(config.dataset, 3, config.classifier), args.width)
     print(f"bound ({best}, mosaics/s summed over seeds, epochs' evaluations included): "
-          + bound_report(work / seconds[best], focus, classifier, args.m, args.paradigm, name))
+          + bound_report(work / seconds[best], focus, classifier, args.m, args.paradigm, name,
+                         "bf16" if "bf16" in best else "fp32"))
 
 
 if __name__ == "__main__":

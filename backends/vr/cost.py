@@ -64,8 +64,9 @@ def activation_bytes_per_mosaic(focus, classifier, m, paradigm):
     return 4 * floats
 
 
-def bound_report(mosaics_per_s, focus, classifier, m, paradigm, card_name):
-    """One line: FLOPs and bytes per mosaic, achieved TFLOP/s, and its share of the peaks."""
+def bound_report(mosaics_per_s, focus, classifier, m, paradigm, card_name, precision="fp32"):
+    """One line: FLOPs and bytes per mosaic, achieved TFLOP/s, and its share of the peaks
+    (with ``precision`` bf16 also of the BF16 peak; bytes stay those of float32)."""
     flops = train_flops_per_mosaic(focus, classifier, m, paradigm)
     nbytes = activation_bytes_per_mosaic(focus, classifier, m, paradigm)
     achieved = mosaics_per_s * flops / 1e12
@@ -80,4 +81,6 @@ def bound_report(mosaics_per_s, focus, classifier, m, paradigm, card_name):
             f"({peak['fp32']:g} TFLOP/s), {100 * achieved / peak['tf32']:.1f}% of TF32 "
             f"({peak['tf32']:g}); bound {min(compute, memory):,.0f} mosaics/s "
             f"({'memory' if memory < compute else 'compute'}-bound at TF32 and "
-            f"{peak['hbm']:g} TB/s)")
+            f"{peak['hbm']:g} TB/s)"
+            + (f"; {100 * achieved / peak['bf16']:.1f}% of the BF16 peak ({peak['bf16']:g})"
+               if precision == "bf16" else ""))
