@@ -139,7 +139,8 @@ def _beta_px_group(params, xp, xs, ys, L, T):
     x_all = np.concatenate([np.asarray(x, dtype=np.int64) for x in xs])   # (sum L,)
     y_all = np.concatenate([np.asarray(y, dtype=np.int64) for y in ys])   # (sum T,)
     words, word_of = np.unique(x_all, return_inverse=True)
-    logp = log_softmax(xp.take(e, like(xp, words, W), axis=0) @ W.T)     # (words, |O|), Eq. (6)
+    # (words, |O|): Snell Eq. (6) once per distinct word
+    logp = log_softmax(xp.take(e, like(xp, words, W), axis=0) @ W.T)
     # entry (t, l) of pair n reads logp[word of token start_L[n] + l, y_all[start_T[n] + t]]
     size = T * L
     pair = np.repeat(np.arange(len(xs)), size)
