@@ -12,8 +12,9 @@ from minimal_attn.experiments.results_store import summarise
 
 
 def fcam_config(cell, data_dir, device, control=None):
-    """The ExperimentConfig of a Table 1 cell; ``control``: run control that leaves the
-    results as they are (``time_limit`` in seconds, ``compile`` mode of the step)."""
+    """The ExperimentConfig of a Table 1 cell; ``control``: how it runs, not what it
+    computes (``time_limit`` in seconds; ``compile``, the step's mode: equal to eager to
+    float rounding)."""
     from minimal_attn.experiments.config import ExperimentConfig, apply_protocol
 
     s = dict(cell.settings)
