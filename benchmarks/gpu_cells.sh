@@ -24,7 +24,13 @@
 # one), then `attn-dyn cells report`.
 # --dry-run lists the cells, their estimated minutes on --card and what would run.
 # GPU_CELLS_DEVICE=cpu runs the same path on the CPU (a smoke test with tiny-* cells);
-# GPU_CELLS_COMPILE=cudagraph|compile runs the CNN FCAM cells' steps that way (default none).
+# GPU_CELLS_COMPILE=cudagraph|compile runs the CNN FCAM cells' steps that way (default none);
+# GPU_CELLS_COMPILE=auto first probes, inside the budget (about a minute on a card): the
+# captured way's equality tests against eager on this card, then eager against it at a
+# part's size (bench_batched_seeds.py, 3 seeds, m = 5, HA, Adam); the cells take it when
+# the tests pass and it is at least 1.1x as fast (cell_costs.pick_step), else eager, and
+# the estimates are divided by the speed-up. The captured way: GPU_CELLS_PROBE (default
+# cudagraph; compile on the CPU); the probe's size: GPU_CELLS_PROBE_ARGS.
 set -u
 cd "$(dirname "$0")/.."
 
@@ -40,7 +46,7 @@ while [ $# -gt 0 ]; do
     --card) CARD="$2"; shift ;;
     --parallel) PARALLEL="$2"; shift ;;
     --data) DATA="$2"; shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     -*) echo "Error: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) CELLS+=("$1") ;;
   esac
@@ -61,14 +67,15 @@ if [ "$PREP" = 0 ] && [ "$DRY" = 0 ] && need_install; then
 fi
 
 # cell -> its data folder, estimated minutes alone on the card and seconds beside the
-# other PARALLEL - 1 cells (one line each)
+# other PARALLEL - 1 cells (one line each); CNN FCAM cells' times divided by SPEEDUP
+SPEEDUP=1
 plan() {
-  $PY - "$CARD" "$PARALLEL" "${CELLS[@]}" <<'PYEOF'
+  $PY - "$CARD" "$PARALLEL" "$SPEEDUP" "${CELLS[@]}" <<'PYEOF'
 import sys
 from minimal_attn.errors import InputError
 from minimal_attn.experiments import cells
 from minimal_attn.experiments.cell_costs import estimate_seconds, shared_slowdown
-card, parallel, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+card, parallel, speedup, names = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4:]
 # by default every paper-size cell that has no complete record yet (cut short by a
 # time limit counts as not complete), as its unfinished parts where it has parts;
 # named cells and parts (NAME@K) always run
@@ -78,7 +85,7 @@ for n in names:
         c = cells.get_cell(n)
     except InputError as err:
         sys.exit(f"Error: {err}")
-    alone = estimate_seconds(c, card)
+    alone = estimate_seconds(c, card) / (speedup if c.settings["runner"] == "fcam" else 1)
     print(n, c.data or "-", f"{alone / 60:.1f}", round(alone * shared_slowdown(parallel)))
 PYEOF
 }
@@ -141,11 +148,44 @@ fi
 
 START=$SECONDS; ROWS=(); FAILED=0; started=0
 mkdir -p runs/cells
+STEP=${GPU_CELLS_COMPILE:-none}; STEP_NOTE=""
+probe_step() {   # GPU_CELLS_COMPILE=auto: leave "way|speed-up|reason" on stdout
+  local device=${GPU_CELLS_DEVICE:-cuda} log=runs/cells/step_probe.log passed=0 way test
+  way=${GPU_CELLS_PROBE:-$([ "$device" = cpu ] && echo compile || echo cudagraph)}
+  case "$way" in
+    cudagraph) test=cuda_graph_step_equals_eager ;;
+    compile) test=compiled_step_equals_eager ;;
+    *) echo "none|1|eager: GPU_CELLS_PROBE must be cudagraph or compile, got $way"; return ;;
+  esac
+  rm -f runs/cells/step_probe.json
+  timeout 150 $PY -m pytest -q -p no:cacheprovider tests/test_batched_step.py -k "$test" \
+    >"$log" 2>&1 && tail -n 1 "$log" | grep -q passed && ! tail -n 1 "$log" | grep -q skipped \
+    && passed=1
+  # shellcheck disable=SC2086   # the probe's size: words, as given
+  timeout 150 $PY benchmarks/bench_batched_seeds.py --device "$device" --seeds 3 --m 5 \
+    --paradigm ha --batch 100 --optimizer adam --classifier lenet --modes grouped_nchw \
+    --compile "none,$way" --no-sequential \
+    ${GPU_CELLS_PROBE_ARGS:---n-train 3000 --n-test 500 --rounds 3} \
+    --json runs/cells/step_probe.json >>"$log" 2>&1
+  $PY - "$passed" <<'PYEOF' 2>>"$log" || echo "none|1|eager: the probe failed (runs/cells/step_probe.log)"
+import json, sys
+from minimal_attn.experiments.cell_costs import pick_step
+variants = json.load(open("runs/cells/step_probe.json"))["variants"]
+way, gain, reason = pick_step(variants, sys.argv[1] == "1")
+print(f"{way}|{gain:.3f}|{reason}")
+PYEOF
+}
+if [ "$STEP" = auto ]; then
+  IFS='|' read -r STEP SPEEDUP STEP_NOTE <<<"$(probe_step)"
+  STEP_NOTE="step probe ($(( SECONDS - START )) s): $STEP_NOTE"
+  echo "$STEP_NOTE"
+  PLAN=$(plan) || exit 2
+fi
 run_one() {   # name left: run one cell, leave "STATE|seconds|last line" in runs/cells/NAME.status
   local name=$1 left=$2 t0=$SECONDS limit=() rc state
   local stop=$(( left > 2 * MARGIN ? left - MARGIN : left / 2 ))
   case "$name" in
-    t1-cifar*|cpu-t1-*|tiny-t1-*) limit=(--time-limit "$stop" --compile "${GPU_CELLS_COMPILE:-none}") ;;
+    t1-cifar*|cpu-t1-*|tiny-t1-*) limit=(--time-limit "$stop" --compile "$STEP") ;;
     permute-copy*|multihead*|tiny-synthetic*) limit=(--time-limit "$stop") ;;
   esac
   OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} timeout "$left" $ATTN cells run "$name" --data-root "$DATA" \
@@ -187,6 +227,7 @@ done
 SUMMARY=$( {
   echo "## gpu_cells on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1) (total $(( SECONDS - START )) s)"
   echo
+  [ -n "$STEP_NOTE" ] && { echo "$STEP_NOTE"; echo; }
   echo "| cell | status | time | last line |"
   echo "|---|---|---|---|"
   for row in "${ROWS[@]}"; do IFS='|' read -r a b c d <<<"$row"; echo "| $a | $b | $c | $d |"; done
@@ -196,5 +237,6 @@ if [ -n "${OUT:-}" ]; then
   echo "$SUMMARY" >"$OUT/gpu_cells_summary.md"
   ls results/cells/*.json >/dev/null 2>&1 && tar czf "$OUT/cells_results.tar.gz" results/cells/*.json
   tail -n 40 runs/cells/*.log >"$OUT/gpu_cells_logs.txt" 2>/dev/null
+  [ -f runs/cells/step_probe.json ] && cp runs/cells/step_probe.json "$OUT/"
 fi
 exit $FAILED

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from minimal_attn.cli.main import cli
 from minimal_attn.errors import InputError
 from minimal_attn.experiments import cell_parts, cells, results_store
-from minimal_attn.experiments.cell_costs import plan_job, shared_slowdown
+from minimal_attn.experiments.cell_costs import pick_step, plan_job, shared_slowdown
 
 
 def test_part_names_and_their_seeds():
@@ -160,6 +160,27 @@ def test_a_job_plan_follows_the_scripts_rules():
     assert rows[0][1] == "would run from 0 s, cut by the budget"
     assert rows[2][1] == f"would run from {10 * slow:.0f} s"
     assert shared_slowdown(1) == 1 and shared_slowdown(4) == pytest.approx(4 / 1.85)
+
+
+def test_the_step_probe_takes_a_captured_way_only_when_tested_and_faster():
+    eager, graph, comp = ("batched (grouped_nchw)", "batched (grouped_nchw, cudagraph)",
+                          "batched (grouped_nchw, compile)")
+    timed = {eager: {"seconds": 3.0}, graph: {"seconds": 1.5}, comp: {"seconds": 2.0}}
+    way, gain, reason = pick_step(timed, tests_passed=True)
+    assert (way, gain) == ("cudagraph", 2.0) and "compile 1.50x" in reason
+    # untested, or not fast enough: eager, and the reason gives the measured ratios
+    way, gain, reason = pick_step(timed, tests_passed=False)
+    assert (way, gain) == ("none", 1.0) and "did not pass" in reason and "2.00x" in reason
+    way, _, reason = pick_step({eager: {"seconds": 1.0}, graph: {"seconds": 0.95}}, True)
+    assert way == "none" and "1.05x" in reason
+    assert pick_step({eager: {"seconds": 1.0}, graph: {"seconds": 0.9}}, True,
+                     min_gain=1.05)[0] == "cudagraph"
+    assert pick_step({eager: {"seconds": 1.0}}, True)[0] == "none"
+    # a tie goes to the CUDA graph (no compiler in the way)
+    assert pick_step({eager: {"seconds": 2.0}, graph: {"seconds": 1.0},
+                      comp: {"seconds": 1.0}}, True)[0] == "cudagraph"
+    with pytest.raises(InputError, match="exactly one eager"):
+        pick_step({graph: {"seconds": 1.0}}, True)
 
 
 def test_cells_list_gives_parts_and_a_part_runs_from_the_command_line(tmp_path):

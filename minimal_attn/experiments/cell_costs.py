@@ -105,3 +105,37 @@ def plan_job(estimates, budget, parallel=1, force=False, min_start=150):
         end = "" if need <= left else ", cut by the budget"
         rows.append((name, f"would run from {budget - left:.0f} s{end}"))
     return rows
+
+
+#: Ways a batched CNN step can run besides eager, in order of preference on a tie.
+CAPTURED = ("cudagraph", "compile")
+
+
+def pick_step(variants, tests_passed, min_gain=1.1):
+    """How the CNN FCAM cells of a job should run their steps (``gpu_cells.sh``'s
+    ``GPU_CELLS_COMPILE=auto``): ``(way, speed-up over eager, reason)``.
+
+    ``variants`` maps the names ``bench_batched_seeds.py --json`` writes
+    ("batched (grouped_nchw)", "batched (grouped_nchw, cudagraph)", ...) to
+    ``{"seconds": ...}``. A captured way is taken only when its equality tests against
+    eager passed on this card (``tests_passed``) and it is at least ``min_gain``
+    times as fast as eager; else eager ("none"), the way the results so far ran.
+    """
+    eager = [v["seconds"] for name, v in variants.items() if "," not in name]
+    if len(eager) != 1:
+        raise InputError("the step probe must time exactly one eager variant, got "
+                         f"{sorted(variants)}", param="variants")
+    gains = {}
+    for name, v in variants.items():
+        how = name.rstrip(")").split(", ")[1:]
+        if len(how) == 1 and how[0] in CAPTURED:
+            gains[how[0]] = eager[0] / v["seconds"]
+    if not gains:
+        return "none", 1.0, "no captured way was timed"
+    best = max(gains, key=lambda h: (gains[h], -CAPTURED.index(h)))
+    shown = ", ".join(f"{h} {g:.2f}x" for h, g in gains.items())
+    if not tests_passed:
+        return "none", 1.0, f"eager: the capture tests did not pass on this card ({shown})"
+    if gains[best] < min_gain:
+        return "none", 1.0, f"eager: no way is {min_gain:.2f}x faster ({shown})"
+    return best, gains[best], f"{best}: {gains[best]:.2f}x eager, tests passed ({shown})"
