@@ -69,7 +69,7 @@ CHECKS=(
   "speed_batched_profile|60|has_file benchmarks/bench_batched_seeds.py|$PY benchmarks/bench_batched_seeds.py --device cuda --profile --seeds 12 --batch 100 --optimizer adam --classifier lenet --modes grouped_nchw --compile none,cudagraph"
   "speed_snell_steps_sst2|60|[ -d $DATA/sst2 ]|$PY benchmarks/bench_snell_agreement.py --dataset sst2 --data-dir $DATA/sst2 --device cuda --train-steps-only --steps 300"
   "speed_snell_steps_multi30k|60|[ -d $DATA/multi30k ]|$PY benchmarks/bench_snell_agreement.py --dataset multi30k --data-dir $DATA/multi30k --device cuda --train-steps-only --steps 300"
-  "speed_agreement_sst2_paper|240|has_command agreement && [ -d $DATA/sst2 ]|$CLI agreement --task classify --dataset sst2 --data-dir $DATA/sst2 --device cuda --no-progress --out $OUT/agreement_paper"
+  "speed_agreement_sst2_paper|240|has_command agreement && [ -d $DATA/sst2 ]|$CLI agreement --task classify --dataset sst2 --data-dir $DATA/sst2 --device cuda --workers 5 --no-progress --out $OUT/agreement_paper"
 )
 SELECTED=()
 for entry in "${CHECKS[@]}"; do

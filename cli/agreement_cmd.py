@@ -25,6 +25,11 @@ from minimal_attn.cli.seq_options import (
               help="classify: also the logistic proxy beta^log of A.10 (Table 11).")
 @click.option("--kendall/--no-kendall", default=D.kendall, show_default=True,
               help="Also the table with Kendall's tau instead of A (Table 3).")
+@click.option("--workers", type=int, default=D.workers, show_default=True,
+              help="Train N of the row's models (and the proxy) at once, each in its own "
+                   "process with its share of the CPU threads; the results are the same. A "
+                   "GPU that small models leave idle between launches fills with 4-5; on "
+                   "a CPU, one per core. One progress bar for all of them.")
 def agreement(out, progress, paradigm, switch_step, **options):
     """Train the models one row of Table 2 needs and write the agreement table.
 

@@ -30,6 +30,11 @@ def test_every_cell_has_an_estimate_and_the_authors_cells_come_first():
     m5 = estimate_seconds(cells.get_cell("t1-cifar10-m5-authors-sa"), "h100")
     # four times the segments per seed; the fixed cost of a step does not grow with m
     assert 3 * m5 < m20 < 4 * m5
+    # an agreement row: 4 x 4,000 steps at 0.03 s on an H200, its 4 models side by side
+    # (1 + 0.85 faster, as four CNN cells shared a card), plus a minute; one after another
+    # on the CPU at 0.10 s
+    assert estimate_seconds(cells.get_cell("t2-sst2"), "h200") == pytest.approx(480 / 1.85 + 60)
+    assert estimate_seconds(cells.get_cell("t2-sst2"), "cpu") == pytest.approx(1600 + 60)
     with pytest.raises(InputError, match="cells list"):
         cells.get_cell("t1-cifar11")
 

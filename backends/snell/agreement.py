@@ -10,13 +10,15 @@ r"""Everything one row of Table 2 of Snell et al. (2021) needs, run or reused fr
 
 ``paradigm`` (sa, ha, lv, hybrid; :mod:`.attention_losses`) trains the standard
 and second models; the uniform and frozen ones stay SA, so beta^uf is the same
-reference for every paradigm;
+reference for every paradigm; ``workers`` > 1 trains the models and fits the proxy
+side by side in worker processes (:mod:`.workers`), with the same numbers;
 
 fits the proxy of Snell Eqs. (5)-(6) (:mod:`minimal_attn.proxy`) and, for
-classification, the logistic proxy of Snell Eq. (55) on the same token ids, and
-assembles the table with :mod:`minimal_attn.experiments.agreement_table`. Outputs in
-``out_dir``: ``agreement.json``, ``table.md``, ``table.csv``,
-``agreement_curves.png`` and one folder per model under ``runs/``.
+classification, the logistic proxy of Snell Eq. (55) on the same token ids
+(:mod:`.row_proxies`), and assembles the table with
+:mod:`minimal_attn.experiments.agreement_table`. Outputs in ``out_dir``:
+``agreement.json``, ``table.md``, ``table.csv``, ``agreement_curves.png`` and one folder
+per model under ``runs/``.
 """
 
 import os
@@ -24,21 +26,23 @@ from dataclasses import asdict, replace
 
 import numpy as np
 
-from minimal_attn import logistic_proxy, proxy
-from minimal_attn._proxy_fast import beta_px_rows
+from minimal_attn import proxy
 from minimal_attn.backends.snell.config import AgreementConfig  # noqa: F401 (re-exported)
 from minimal_attn.backends.snell.inputs import check_embeddings, check_int, check_run
-from minimal_attn.backends.snell.train import (
-    SeqTrainConfig,
-    load_rows,
-    load_run,
-    save_rows,
-    train_seq,
+from minimal_attn.backends.snell.row_proxies import (
+    CACHES,
+    cached_rows,
+    logistic_rows,
+    proxy_key,
+    proxy_rows,
+    read_cache,
+    start_logistic,
 )
+from minimal_attn.backends.snell.train import SeqTrainConfig, load_run, train_seq
+from minimal_attn.backends.snell.workers import run_jobs
 from minimal_attn.backends.torch_backend import get_device
 from minimal_attn.datasets.seq import load_text_task
 from minimal_attn.experiments import agreement_table
-from minimal_attn.experiments.checkpoints import data_fingerprint, load_guarded
 from minimal_attn.experiments.io import (
     atomic_open,
     check_output_dir,
@@ -51,86 +55,6 @@ from minimal_attn.experiments.io import (
 from minimal_attn.experiments.progress import counter
 from minimal_attn.experiments.resources import check_memory, check_steps
 
-CACHES = ("proxy.npz", "logistic.npz")
-
-
-def _read_cache(path):
-    """The rows cached at ``path`` (None if absent); a damaged cache is refused in one line."""
-    return load_guarded(path, load_rows, lambda r: None if "key" in r else "not a cache",
-                        what="cached proxy", fix="delete it to fit the proxy again", prev=False)
-
-
-def proxy_key(task, c):
-    """What the cached proxies depend on: the token ids themselves (not only their counts)."""
-    return data_fingerprint(data_fingerprint(task), task.info, c.proxy_d, c.proxy_epochs,
-                            c.seed, c.train_eval)
-
-
-def _cached_rows(path, key, compute):
-    """``compute()`` saved at ``path`` with ``key``; reused when the key matches."""
-    rows = _read_cache(path)
-    if rows is not None and str(rows["key"]) == key:
-        return rows
-    rows = compute()
-    save_rows(path, {**rows, "key": np.array(key)})
-    return rows
-
-
-def _splits(task, c):
-    out = {"val": (task.val_src, task.val_tgt)}
-    if c.train_eval:
-        out["train"] = (task.train_src[:c.train_eval], task.train_tgt[:c.train_eval])
-    return out
-
-
-def _proxy_rows(task, c):
-    """beta^px per pair of each split; the proxy trained in float64 on ``c.device`` (its
-    dense Adam over the (|I|, d) embeddings is the bulk of the work)."""
-    import torch
-
-    device = get_device(c.device, param="device")
-    like_array = None if device.type == "cpu" else torch.zeros(0, dtype=torch.float64,
-                                                               device=device)
-    params, _ = proxy.train_proxy(task.train_src, task.train_tgt, task.n_vocab, task.n_out,
-                                  proxy.ProxyConfig(d=c.proxy_d, epochs=c.proxy_epochs,
-                                                    seed=c.seed),
-                                  val=(task.val_src, task.val_tgt), like_array=like_array)
-    # = [proxy.beta_px(params, x, y) for x, y in pairs], in one gather
-    return {f"{name}_beta_px": beta_px_rows(params, *pairs)
-            for name, pairs in _splits(task, c).items()}
-
-
-def _logistic_args(task):                    # of logistic_proxy.fit_logistic_sweep
-    return (task.train_src, [int(t[0]) for t in task.train_tgt], task.val_src,
-            [int(t[0]) for t in task.val_tgt], task.n_vocab)
-
-
-def _start_logistic(task, c, path, key, background=None):
-    """The logistic sweep (host-side L-BFGS) started in a child process to run while the
-    models train, by default only on a GPU (on the CPU it competes): its pool (terminate
-    it when done) and pending result; None when not needed or cached."""
-    rows = _read_cache(path) if c.task == "classify" and c.logistic else None
-    if not (c.task == "classify" and c.logistic) or (rows is not None and str(rows["key"]) == key) \
-            or not (get_device(c.device).type != "cpu" if background is None else background):
-        return None
-    import multiprocessing
-
-    pool = multiprocessing.get_context("spawn").Pool(1)
-    return pool, pool.apply_async(logistic_proxy.fit_logistic_sweep, _logistic_args(task))
-
-
-def _logistic_rows(task, c, started=None):
-    """beta^log rows of each split; ``started``: :func:`_start_logistic`'s, if any."""
-    try:
-        fit = started[1].get() if started is not None else None
-    except Exception:                        # redone below, to raise as itself
-        fit = None
-    B, info = fit or logistic_proxy.fit_logistic_sweep(*_logistic_args(task))
-    rows = {f"{name}_beta_log": [logistic_proxy.beta_log(B, x, t) for x, t in zip(*pairs)]
-            for name, pairs in _splits(task, c).items()}
-    return {**rows, "lambda": np.array(info["lambda"]),
-            "val_accuracy": np.array(info["val_accuracy"])}
-
 
 def prepare(c, out_dir, proxy_too=False):
     """Check the options, load the data (before anything is written), then create ``out_dir``.
@@ -141,6 +65,7 @@ def prepare(c, out_dir, proxy_too=False):
     :class:`SeqTrainConfig`; a new SentencePiece model is saved as ``out_dir/spm.model``.
     """
     check_int("proxy_epochs", c.proxy_epochs, 1)
+    check_int("workers", c.workers, 1)
     check_int("proxy_d", c.proxy_d, 1)
     check_int("vocab_size", c.vocab_size, 4)
     get_device(c.device, param="device")
@@ -161,7 +86,7 @@ def prepare(c, out_dir, proxy_too=False):
     check_run(task, base)
     if proxy_too:
         for name in CACHES:                   # refused now, not after training every model
-            _read_cache(os.path.join(out_dir, name))
+            read_cache(os.path.join(out_dir, name))
         batch = proxy.ProxyConfig().batch_size
         check_memory(proxy.proxy_bytes(task.n_vocab, task.n_out, len(task.val_src), c.proxy_d,
                                        batch),
@@ -202,8 +127,8 @@ def run_agreement(config, out_dir, progress=None, log=None):
 
 def _run_agreement(c, out_dir, progress, log):
     task, base = prepare(c, out_dir, proxy_too=True)
-    logistic = _start_logistic(task, c, os.path.join(out_dir, "logistic.npz"),
-                               proxy_key(task, c))
+    key = proxy_key(task, c)
+    logistic = start_logistic(task, c, os.path.join(out_dir, "logistic.npz"), key)
     try:
         # the paradigm trains the models whose alpha is compared; beta^uf and the frozen beta
         # stay Snell's SA probes of the data, so every paradigm is compared with the same ones
@@ -212,24 +137,24 @@ def _run_agreement(c, out_dir, progress, log):
                 "uniform": replace(snell, attention="uniform")}
         if c.task == "classify" and c.frozen:
             runs["frozen"] = replace(snell, attention="frozen")
-        loaded = {}
-        for name, rc in runs.items():
-            folder = os.path.join(out_dir, "runs", name)
-            train_seq(task, rc, folder, progress=progress,
-                      embeddings=c.embeddings if rc.attention != "frozen" else None, log=log,
-                      label=name)
-            loaded[name] = load_run(folder)
-        key = proxy_key(task, c)
-        tick = counter(progress, "proxy", 1)
-        tick(0)                                # the bar names the model while it is fitted
-        px = _cached_rows(os.path.join(out_dir, "proxy.npz"), key, lambda: _proxy_rows(task, c))
-        tick()
+        jobs = {name: (_train_model, (c, out_dir, name, rc), rc.steps)
+                for name, rc in runs.items()}
+        if c.workers > 1:            # the proxy, the longest job on a CPU, first and beside
+            jobs = {"proxy": (_fit_proxy, (c, out_dir, key), 1), **jobs}   # the models
+        import torch
+
+        # each worker with its share of this process's threads (more oversubscribes a CPU:
+        # 2 workers of 2 threads on 2 cores ran 4.7x slower than 1 after another)
+        run_jobs(jobs, c.workers, task, progress, log, label="models",
+                 threads=max(1, torch.get_num_threads() // min(c.workers, len(jobs))))
+        loaded = {name: load_run(os.path.join(out_dir, "runs", name)) for name in runs}
+        px = _fit_proxy(c, out_dir, key, task=task, progress=progress)
         lg = None
         if c.task == "classify" and c.logistic:
             tick = counter(progress, "logistic", 1)
             tick(0)
-            lg = _cached_rows(os.path.join(out_dir, "logistic.npz"), key,
-                              lambda: _logistic_rows(task, c, logistic))
+            lg = cached_rows(os.path.join(out_dir, "logistic.npz"), key,
+                              lambda: logistic_rows(task, c, logistic))
             tick()
         result = assemble(c, task, loaded, px, lg)
         _write_outputs(out_dir, c.dataset, result, task)
@@ -237,6 +162,25 @@ def _run_agreement(c, out_dir, progress, log):
     finally:
         if logistic is not None:
             logistic[0].terminate()              # done, or no longer wanted
+
+
+def _train_model(c, out_dir, name, rc, task=None, progress=None, log=None):
+    """Train (or continue, or reuse) model ``name`` of the row: a :func:`run_jobs` job."""
+    task = task if task is not None else prepare(c, out_dir)[0]
+    train_seq(task, rc, os.path.join(out_dir, "runs", name), progress=progress,
+              embeddings=c.embeddings if rc.attention != "frozen" else None, log=log,
+              label=name)
+
+
+def _fit_proxy(c, out_dir, key, task=None, progress=None, log=None):
+    """The proxy's beta^px rows, fitted once and cached in proxy.npz: a :func:`run_jobs`
+    job, and what the row reads back after it (from the cache when the key matches)."""
+    task = task if task is not None else prepare(c, out_dir)[0]
+    tick = counter(progress, "proxy", 1)
+    tick(0)                                # the bar names the model while it is fitted
+    px = cached_rows(os.path.join(out_dir, "proxy.npz"), key, lambda: proxy_rows(task, c))
+    tick()
+    return px
 
 
 def assemble(c, task, loaded, px, lg):

@@ -52,6 +52,8 @@ class AgreementConfig:
     device: Optional[str] = None
     paradigm: str = "sa"              # sa, ha, lv, hybrid: the standard and second models'
     switch_step: object = None        # hybrid: first HA step, or "auto" (None: steps // 2)
+    workers: int = 1                  # models (and the proxy) trained at once, each in its
+    #                                   own process (backends/snell/workers.py); same results
 
 
 PAPER = {"classify": {"steps": 4000, "batch_size": 32, "emb": 300,

@@ -57,7 +57,11 @@ def estimate_seconds(cell, card):
     if s["runner"] == "hatexplain":
         return s["seeds"] * s["epochs"] * unit
     if s["runner"] == "agreement":
-        return 4 * {"classify": 4000, "translate": 20000}[s["task"]] * unit[s["task"]] + 60
+        steps = 4 * {"classify": 4000, "translate": 20000}[s["task"]] * unit[s["task"]]
+        # on a card the row's models train side by side (cell_runners: --workers 5), taken
+        # to share it as the CNN cells do (shared_slowdown; not measured for LSTMs)
+        models = 4 if s["task"] == "classify" else 3
+        return steps / (models / shared_slowdown(models) if card != "cpu" else 1) + 60
     size = cell_runners.synthetic_size(s)
     # HA and LV compute the output at every source position: a step cost 5-10x SA's on
     # the CPU (examples/both_papers.py); the GPU's factor is not measured, 5 assumed

@@ -84,10 +84,15 @@ def _run_hatexplain(cell, data_dir, work, device, log, control=None):
 
 def _run_agreement(cell, data_dir, work, device, log, control=None):
     from minimal_attn.backends.snell.agreement import AgreementConfig, run_agreement
+    from minimal_attn.backends.torch_backend import get_device
 
     s = cell.settings
+    chosen = None if device == "auto" else device
+    # on a GPU every model and the proxy side by side (small LSTMs leave it idle between
+    # launches); the numbers are those of one after another
+    workers = 5 if get_device(chosen, param="device").type == "cuda" else 1
     config = AgreementConfig(task=s["task"], dataset=s["dataset"], data_dir=data_dir,
-                             device=None if device == "auto" else device)
+                             device=chosen, workers=workers)
     out = run_agreement(config, work)
     return agreement_result(out), {"task": s["task"], "dataset": s["dataset"]}, str(device)
 

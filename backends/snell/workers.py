@@ -1,0 +1,122 @@
+"""A Table 2 row's jobs side by side, each in its own process (``AgreementConfig.workers``).
+
+The models of one row (standard, second, uniform, frozen) and the proxy fit do not
+depend on one another: each reads the same data and writes its own folder or cache
+file. One after another, a small LSTM leaves a GPU idle between its kernel launches
+(and on a CPU one process uses few of the cores), so :func:`run_jobs` can start up to
+``workers`` of them at once in spawned processes. A job is ``(function, args)``; the
+function takes ``task`` (None in a child: it loads the data itself), ``progress`` and
+``log`` keywords. What each job computes does not depend on where it runs: a job
+seeds itself, and its child uses ``threads`` torch CPU threads (the row passes its
+share of its own). On a CPU the thread count changes float rounding, so the row equals
+the one-after-another row run with that many threads (tests/test_agreement_workers.py:
+one); on a GPU the models' arithmetic is on the card.
+
+Progress from the children comes through one queue and is reported as one task (the
+summed steps of the running jobs, the newest note named by its job). A job refused
+(:class:`~minimal_attn.errors.InputError`, e.g. a model that diverged) stops the others
+and is raised here as itself; a child that dies otherwise raises ``RuntimeError`` with
+its traceback. Ctrl-C reaches this process alone, which stops the children on its way
+out: their checkpoints are what a rerun continues from.
+"""
+
+import os
+import queue as queue_module
+import time
+import traceback
+
+from minimal_attn.errors import InputError
+
+#: Seconds between the progress reports a child sends (and after its last step).
+REPORT_SECONDS = 0.2
+
+
+def run_jobs(jobs, workers, task=None, progress=None, log=None, threads=1, label="models"):
+    """Run ``jobs`` (``{name: (function, args, units)}``), at most ``workers`` at a time.
+
+    ``workers == 1``: here, in order, each called with this process's ``task``,
+    ``progress`` and ``log``, as if there were no workers. Otherwise each in a spawned
+    process with ``threads`` torch CPU threads; ``progress(label, done, total, note)``
+    then hears of them together as task ``label`` (``units``: a job's share of the
+    total, e.g. its steps).
+    """
+    if isinstance(workers, bool) or int(workers) != workers or workers < 1:
+        raise InputError(f"workers must be an integer >= 1, got {workers}", param="workers")
+    if workers == 1:
+        for fn, args, _ in jobs.values():
+            fn(*args, task=task, progress=progress, log=log)
+        return
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    inbox = ctx.Queue()
+    waiting, running = list(jobs), {}
+    done, total = dict.fromkeys(jobs, 0), sum(units for *_, units in jobs.values())
+    try:
+        while waiting or running:
+            while waiting and len(running) < workers:
+                name = waiting.pop(0)
+                fn, args, _ = jobs[name]
+                running[name] = ctx.Process(target=_child, name=f"attn-dyn {name}",
+                                            args=(fn, args, name, threads, inbox), daemon=True)
+                running[name].start()
+            try:
+                kind, name, *rest = inbox.get(timeout=1.0)
+            except queue_module.Empty:
+                for name, proc in running.items():
+                    if not proc.is_alive():     # gone without a word: killed, out of memory
+                        raise RuntimeError(f"the worker for {name} ended with exit code "
+                                           f"{proc.exitcode} and no result") from None
+                continue
+            if kind == "progress":
+                units, (step, steps, note) = jobs[name][2], rest
+                done[name] = units * step / max(steps, 1)
+                if progress:
+                    progress(label, round(sum(done.values())), total,
+                             None if note is None else f"{name}: {note}")
+            elif kind == "log":
+                if log:
+                    log(rest[0])
+            elif kind == "done":            # (a reused model may have sent no step)
+                running.pop(name).join()
+                done[name] = jobs[name][2]
+                if progress:
+                    progress(label, round(sum(done.values())), total, None)
+            elif kind == "refused":
+                raise InputError(rest[0], param=rest[1])
+            else:
+                raise RuntimeError(f"the worker for {name} failed:\n{rest[0]}")
+    finally:
+        for proc in running.values():
+            if proc.is_alive():
+                proc.terminate()
+            proc.join()
+        inbox.close()
+
+
+def _child(fn, args, name, threads, inbox):
+    """A spawned worker: one job, its progress and log lines sent to the parent."""
+    import signal
+
+    import torch
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C: run_jobs stops us
+    torch.set_num_threads(threads)
+    last, parent = [0.0], os.getppid()
+
+    def progress(_label, done, total, note=None):
+        if os.getppid() != parent:        # the parent was killed (e.g. by a time limit):
+            os._exit(1)                   # stop rather than hold the card on our own
+        now = time.monotonic()
+        if note is not None or done >= total or now - last[0] >= REPORT_SECONDS:
+            last[0] = now
+            inbox.put(("progress", name, done, total, note))
+
+    try:
+        fn(*args, task=None, progress=progress, log=lambda line: inbox.put(("log", name, line)))
+    except InputError as err:
+        inbox.put(("refused", name, str(err), err.param))
+    except Exception:                     # noqa: BLE001 (sent to the parent whole)
+        inbox.put(("error", name, traceback.format_exc()))
+    else:
+        inbox.put(("done", name))

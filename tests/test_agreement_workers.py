@@ -1,0 +1,125 @@
+"""A Table 2 row with its models side by side in worker processes (AgreementConfig.workers):
+the same row as one after another, one progress task, refusals and crashes reported."""
+
+import json
+import os
+
+import pytest
+from click.testing import CliRunner
+
+pytest.importorskip("torch")
+
+from minimal_attn.backends.snell.agreement import AgreementConfig, run_agreement  # noqa: E402
+from minimal_attn.backends.snell.workers import run_jobs  # noqa: E402
+from minimal_attn.cli.main import cli  # noqa: E402
+from minimal_attn.errors import InputError  # noqa: E402
+
+TINY = dict(steps=20, hidden=8, emb=8, out_hidden=8, max_train=200, max_val=40, eval_every=10,
+            proxy_d=8, proxy_epochs=2, device="cpu")
+
+
+def test_workers_train_the_same_row_as_one_after_another(tmp_path, shared_data,
+                                                         torch_one_thread):
+    heard = []
+    rows = {}
+    for workers in (1, 3):
+        c = AgreementConfig(dataset="sst2", data_dir=str(shared_data / "sst2"), workers=workers,
+                            **TINY)
+        rows[workers] = run_agreement(c, str(tmp_path / f"w{workers}"),
+                                      progress=(lambda *a: heard.append(a)) if workers > 1
+                                      else None)
+    one, side = (json.loads(json.dumps(rows[w], default=str)) for w in (1, 3))
+    assert one["runs"].keys() == {"standard", "second", "uniform", "frozen"}
+    assert side["config"].pop("workers") == 3 and one["config"].pop("workers") == 1
+    assert side == one                 # every number: the models, the proxies, the tables
+    for name in one["runs"]:           # the checkpoints hold the same weights
+        import torch
+
+        a, b = (torch.load(tmp_path / w / "runs" / name / "checkpoint.pt", weights_only=False)
+                for w in ("w1", "w3"))
+        assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    # one task for the workers, its count rising to the summed steps and the proxy's unit
+    models = [h for h in heard if h[0] == "models"]
+    dones = [h[1] for h in models]
+    assert dones == sorted(dones) and dones[-1] == models[-1][2] == 4 * 20 + 1
+    assert any(h[3] and h[3].startswith(("standard: ", "second: ")) for h in models)
+
+
+def _count(n, task=None, progress=None, log=None):
+    for k in range(n + 1):
+        progress("ignored", k, n, None)
+    log(f"counted {n}")
+
+
+def _refuse(task=None, progress=None, log=None):
+    raise InputError("steps must be an integer >= 1, got 0", param="steps")
+
+
+def _crash(task=None, progress=None, log=None):
+    os._exit(3)
+
+
+def _fail(task=None, progress=None, log=None):
+    raise ZeroDivisionError("a bug in a job")
+
+
+def test_jobs_report_together_and_refusals_and_crashes_come_back():
+    heard, lines = [], []
+    run_jobs({"a": (_count, (3,), 3), "b": (_count, (5,), 5)}, 2,
+             progress=lambda *a: heard.append(a), log=lines.append)
+    assert heard[-1][:3] == ("models", 8, 8) and sorted(lines) == ["counted 3", "counted 5"]
+    with pytest.raises(InputError, match="steps must be an integer >= 1") as err:
+        run_jobs({"a": (_count, (3,), 3), "bad": (_refuse, (), 1)}, 2)
+    assert err.value.param == "steps"
+    with pytest.raises(RuntimeError, match="worker for dead ended with exit code 3"):
+        run_jobs({"dead": (_crash, (), 1)}, 2)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError: a bug in a job"):
+        run_jobs({"bug": (_fail, (), 1)}, 2)
+    for bad in (0, 1.5, True):
+        with pytest.raises(InputError, match="workers must be an integer >= 1"):
+            run_jobs({}, bad)
+
+
+def test_bad_workers_one_line_exit_2_nothing_written(tmp_path, shared_data):
+    out = tmp_path / "run"
+    r = CliRunner().invoke(cli, ["agreement", "--dataset", "sst2", "--data-dir",
+                                 str(shared_data / "sst2"), "--out", str(out), "--workers", "0",
+                                 "--no-progress"])
+    assert r.exit_code == 2 and "--workers must be an integer >= 1" in r.output
+    assert "Traceback" not in r.output and not out.exists()
+
+
+def _orphan(path, task=None, progress=None, log=None):
+    """Reports progress until its parent is gone, then should stop by itself."""
+    import time
+
+    for k in range(600):
+        with open(path, "w") as f:
+            f.write(str(k))
+        progress("x", k, 600, None)
+        time.sleep(0.05)
+
+
+def test_a_worker_stops_when_its_parent_is_killed(tmp_path):
+    """The row's process killed by a time limit (SIGKILL, no clean-up): its worker ends at
+    its next progress report instead of training on."""
+    import subprocess
+    import sys
+    import time
+
+    tick = tmp_path / "tick"
+    script = ("import sys, test_agreement_workers as t\n"
+              "from minimal_attn.backends.snell.workers import run_jobs\n"
+              f"run_jobs({{'o': (t._orphan, ({str(tick)!r},), 1)}}, 2)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script],
+                              cwd=os.path.dirname(__file__))
+    deadline = time.monotonic() + 60
+    while not tick.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert tick.exists(), "the worker never started"
+    parent.kill()
+    parent.wait()
+    time.sleep(1.0)
+    seen = tick.read_text()
+    time.sleep(1.0)
+    assert tick.read_text() == seen, "the worker kept running after its parent was killed"
