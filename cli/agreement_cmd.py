@@ -27,9 +27,10 @@ from minimal_attn.cli.seq_options import (
               help="Also the table with Kendall's tau instead of A (Table 3).")
 @click.option("--workers", type=int, default=D.workers, show_default=True,
               help="Train N of the row's models (and the proxy) at once, each in its own "
-                   "process with its share of the CPU threads; the results are the same. A "
-                   "GPU that small models leave idle between launches fills with 4-5; on "
-                   "a CPU, one per core. One progress bar for all of them.")
+                   "process with its share of the CPU threads; the numbers are those of one "
+                   "after another at that many threads (on a GPU, the same). A GPU that "
+                   "small models leave idle between launches fills with 4-5; on a CPU, one "
+                   "per core. One progress bar for all of them.")
 def agreement(out, progress, paradigm, switch_step, **options):
     """Train the models one row of Table 2 needs and write the agreement table.
 
