@@ -158,11 +158,11 @@ probe_step() {   # GPU_CELLS_COMPILE=auto: leave "way|speed-up|reason" on stdout
     *) echo "none|1|eager: GPU_CELLS_PROBE must be cudagraph or compile, got $way"; return ;;
   esac
   rm -f runs/cells/step_probe.json
-  timeout 150 $PY -m pytest -q -p no:cacheprovider tests/test_batched_step.py -k "$test" \
+  timeout 90 $PY -m pytest -q -p no:cacheprovider tests/test_batched_step.py -k "$test" \
     >"$log" 2>&1 && tail -n 1 "$log" | grep -q passed && ! tail -n 1 "$log" | grep -q skipped \
     && passed=1
   # shellcheck disable=SC2086   # the probe's size: words, as given
-  timeout 150 $PY benchmarks/bench_batched_seeds.py --device "$device" --seeds 3 --m 5 \
+  timeout 90 $PY benchmarks/bench_batched_seeds.py --device "$device" --seeds 3 --m 5 \
     --paradigm ha --batch 100 --optimizer adam --classifier lenet --modes grouped_nchw \
     --compile "none,$way" --no-sequential \
     ${GPU_CELLS_PROBE_ARGS:---n-train 3000 --n-test 500 --rounds 3} \
