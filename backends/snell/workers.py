@@ -65,8 +65,11 @@ def run_jobs(jobs, workers, task=None, progress=None, log=None, threads=1, label
             except queue_module.Empty:
                 for name, proc in running.items():
                     if not proc.is_alive():     # gone without a word: killed, out of memory
-                        raise RuntimeError(f"the worker for {name} ended with exit code "
-                                           f"{proc.exitcode} and no result") from None
+                        raise RuntimeError(
+                            f"the worker for {name} ended with exit code {proc.exitcode} and "
+                            "no result (from a script, call this under `if __name__ == "
+                            "'__main__':`: a spawned worker imports the script again)") \
+                            from None
                 continue
             if kind == "progress":
                 units, (step, steps, note) = jobs[name][2], rest
