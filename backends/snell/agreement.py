@@ -25,6 +25,7 @@ import os
 from dataclasses import asdict, replace
 
 import numpy as np
+import torch
 
 from minimal_attn import proxy
 from minimal_attn.backends.snell.config import AgreementConfig  # noqa: F401 (re-exported)
@@ -141,8 +142,6 @@ def _run_agreement(c, out_dir, progress, log):
                 for name, rc in runs.items()}
         if c.workers > 1:            # the proxy, the longest job on a CPU, first and beside
             jobs = {"proxy": (_fit_proxy, (c, out_dir, key), 1), **jobs}   # the models
-        import torch
-
         # each worker with its share of this process's threads (more oversubscribes a CPU:
         # 2 workers of 2 threads on 2 cores ran 4.7x slower than 1 after another)
         run_jobs(jobs, c.workers, task, progress, log, label="models",
@@ -154,7 +153,7 @@ def _run_agreement(c, out_dir, progress, log):
             tick = counter(progress, "logistic", 1)
             tick(0)
             lg = cached_rows(os.path.join(out_dir, "logistic.npz"), key,
-                              lambda: logistic_rows(task, c, logistic))
+                             lambda: logistic_rows(task, c, logistic))
             tick()
         result = assemble(c, task, loaded, px, lg)
         _write_outputs(out_dir, c.dataset, result, task)
