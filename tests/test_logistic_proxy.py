@@ -40,3 +40,17 @@ def test_sweep_finds_the_keywords_and_the_probe_follows_eq56():
     assert beta.shape == (1, 3) and int(np.argmax(beta[0])) == 1
     z = B[:, [3, 1, 4]].T                                                # Eq. (56) columns
     assert np.allclose(beta[0], np.exp(z[:, 1]) / np.exp(z).sum(1))
+
+
+def test_a_tie_in_the_sweep_goes_to_the_larger_penalty(monkeypatch):
+    """Validation accuracies 0.5, 0.9, 0.9, 0.7 for lambdas 1e-3, 1e-1, 1e-2, 1: the tie
+    at 0.9 goes to 1e-1 whatever the order of the sweep; a lone best wins outright."""
+    scores = {1e-3: 0.5, 1e-2: 0.9, 1e-1: 0.9, 1.0: 0.7}
+    monkeypatch.setattr(lp, "fit_logistic", lambda src, y, n_vocab, n_out, lam: lam)
+    monkeypatch.setattr(lp, "accuracy", lambda B, src, y: scores[B])
+    for order in ([1e-3, 1e-2, 1e-1, 1.0], [1.0, 1e-1, 1e-2, 1e-3], [1e-1, 1e-2, 1.0, 1e-3]):
+        B, info = lp.fit_logistic_sweep([], [], [], [], 3, lambdas=order)
+        assert (B, info["lambda"], info["val_accuracy"]) == (1e-1, 1e-1, 0.9)
+        assert info["sweep"] == {float(k): scores[k] for k in order}
+    scores[1e-3] = 0.95
+    assert lp.fit_logistic_sweep([], [], [], [], 3, lambdas=list(scores))[1]["lambda"] == 1e-3
