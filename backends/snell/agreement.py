@@ -32,6 +32,7 @@ from minimal_attn.backends.snell.config import AgreementConfig  # noqa: F401 (re
 from minimal_attn.backends.snell.inputs import check_embeddings, check_int, check_run
 from minimal_attn.backends.snell.row_proxies import (
     CACHES,
+    LOGISTIC_RULE,
     cached_rows,
     logistic_rows,
     proxy_key,
@@ -129,7 +130,8 @@ def run_agreement(config, out_dir, progress=None, log=None):
 def _run_agreement(c, out_dir, progress, log):
     task, base = prepare(c, out_dir, proxy_too=True)
     key = proxy_key(task, c)
-    logistic = start_logistic(task, c, os.path.join(out_dir, "logistic.npz"), key)
+    logistic_key = f"{key}/{LOGISTIC_RULE}"     # an older rule's cache is fitted again
+    logistic = start_logistic(task, c, os.path.join(out_dir, "logistic.npz"), logistic_key)
     try:
         # the paradigm trains the models whose alpha is compared; beta^uf and the frozen beta
         # stay Snell's SA probes of the data, so every paradigm is compared with the same ones
@@ -152,7 +154,7 @@ def _run_agreement(c, out_dir, progress, log):
         if c.task == "classify" and c.logistic:
             tick = counter(progress, "logistic", 1)
             tick(0)
-            lg = cached_rows(os.path.join(out_dir, "logistic.npz"), key,
+            lg = cached_rows(os.path.join(out_dir, "logistic.npz"), logistic_key,
                              lambda: logistic_rows(task, c, logistic))
             tick()
         result = assemble(c, task, loaded, px, lg)

@@ -21,6 +21,11 @@ def read_cache(path):
                         what="cached proxy", fix="delete it to fit the proxy again", prev=False)
 
 
+#: How :func:`minimal_attn.logistic_proxy.fit_logistic_sweep` chooses among penalties, as
+#: part of the logistic cache's key (a cache of another rule is fitted again).
+LOGISTIC_RULE = "best-val-accuracy,ties-to-larger-lambda"
+
+
 def proxy_key(task, c):
     """What the cached proxies depend on: the token ids themselves (not only their counts)."""
     return data_fingerprint(data_fingerprint(task), task.info, c.proxy_d, c.proxy_epochs,
