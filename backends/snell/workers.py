@@ -4,8 +4,8 @@ The models of one row (standard, second, uniform, frozen) and the proxy fit do n
 depend on one another: each reads the same data and writes its own folder or cache
 file. One after another, a small LSTM leaves a GPU idle between its kernel launches
 (and on a CPU one process uses few of the cores), so :func:`run_jobs` can start up to
-``workers`` of them at once in spawned processes. A job is ``(function, args)``; the
-function takes ``task`` (None in a child: it loads the data itself), ``progress`` and
+``workers`` of them at once in spawned processes. A job is ``(function, args, units)``;
+the function takes ``task`` (None in a child: it loads the data itself), ``progress`` and
 ``log`` keywords. What each job computes does not depend on where it runs: a job
 seeds itself, and its child uses ``threads`` torch CPU threads (the row passes its
 share of its own). On a CPU the thread count changes float rounding, so the row equals
@@ -13,11 +13,11 @@ the one-after-another row run with that many threads (tests/test_agreement_worke
 one); on a GPU the models' arithmetic is on the card.
 
 Progress from the children comes through one queue and is reported as one task (the
-summed steps of the running jobs, the newest note named by its job). A job refused
+jobs' summed units done, the newest note named by its job). A job refused
 (:class:`~minimal_attn.errors.InputError`, e.g. a model that diverged) stops the others
 and is raised here as itself; a child that dies otherwise raises ``RuntimeError`` with
-its traceback. Ctrl-C reaches this process alone, which stops the children on its way
-out: their checkpoints are what a rerun continues from.
+its traceback. Ctrl-C is left to this process (the children ignore it), which stops them
+on its way out: their checkpoints are what a rerun continues from.
 """
 
 import os
@@ -27,7 +27,8 @@ import traceback
 
 from minimal_attn.errors import InputError
 
-#: Seconds between the progress reports a child sends (and after its last step).
+#: Least seconds between a child's progress reports (an evaluation's note and the last
+#: step are always sent).
 REPORT_SECONDS = 0.2
 
 
