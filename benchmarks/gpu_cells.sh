@@ -17,7 +17,8 @@
 # GPU_CELLS_MIN_START, default 150, seconds left). A CNN FCAM or synthetic cell gets
 # --time-limit: it stops training MARGIN (60) s before the budget ends (at an epoch end,
 # or an evaluation) and records what was cut short (a partial record, marked so in the
-# tables); the other cells are stopped at the budget.
+# tables); a Table 2 row stops T2_MARGIN (150) s before it, leaving time for its proxy
+# and its agreement curves; the HateXplain cells are stopped at the budget.
 # Each finished cell writes results/cells/NAME.json; at the end all records go into
 # $OUT/cells_results.tar.gz (when $OUT is set) with a summary, to bring home here with
 # `attn-dyn cells import cells_results.tar.gz` (it keeps a complete record over a partial
@@ -35,6 +36,7 @@ set -u
 cd "$(dirname "$0")/.."
 
 DRY=0; PREP=0; FORCE=0; BUDGET=480; CARD=h100; DATA=.gpu_data; PARALLEL=1; MARGIN=60
+T2_MARGIN=150
 MIN_START=${GPU_CELLS_MIN_START:-150}   # a later cell starts only with this much time left
 CELLS=()
 while [ $# -gt 0 ]; do
@@ -184,9 +186,11 @@ fi
 run_one() {   # name left: run one cell, leave "STATE|seconds|last line" in runs/cells/NAME.status
   local name=$1 left=$2 t0=$SECONDS limit=() rc state
   local stop=$(( left > 2 * MARGIN ? left - MARGIN : left / 2 ))
+  local stop2=$(( left > 2 * T2_MARGIN ? left - T2_MARGIN : left / 2 ))
   case "$name" in
     t1-cifar*|cpu-t1-*|tiny-t1-*) limit=(--time-limit "$stop" --compile "$STEP") ;;
     permute-copy*|multihead*|tiny-synthetic*) limit=(--time-limit "$stop") ;;
+    t2-*|tiny-t2-*) limit=(--time-limit "$stop2") ;;
   esac
   OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} timeout "$left" $ATTN cells run "$name" --data-root "$DATA" \
     --device "${GPU_CELLS_DEVICE:-cuda}" "${limit[@]}" >"runs/cells/$name.log" 2>&1

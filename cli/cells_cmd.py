@@ -84,9 +84,9 @@ def list_cells(card, as_json):
 @click.option("--device", default=default(lib.run_cell, "device"), show_default=True,
               help="torch device: auto, cpu, cuda, cuda:K.")
 @click.option("--time-limit", type=float, default=None,
-              help="Seconds of training per CNN FCAM or synthetic cell: it ends at the next "
-                   "epoch end (synthetic: evaluation), is evaluated as it stands and its "
-                   "record says time_limited.")
+              help="Seconds of training per CNN FCAM, Table 2 or synthetic cell: it ends "
+                   "at the next epoch end (the others: evaluation), is evaluated as it "
+                   "stands and its record says time_limited (partial).")
 @click.option("--compile", "compile_mode", type=click.Choice(COMPILE_MODES),
               default=default(lib.run_cell, "compile"), show_default=True,
               help="CNN FCAM cells: run each seed-batched step eagerly (none), through "

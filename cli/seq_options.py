@@ -66,6 +66,11 @@ def data_and_model_options(f):
                      help="classify: GloVe-format text vectors (width --emb) for known words."),
         click.option("--device", default=None,
                      help="cpu or cuda [cuda when available, else cpu]."),
+        click.option("--time-limit", type=float, default=None, metavar="SECONDS",
+                     help="Stop training at the first evaluation after this many seconds "
+                          "(agreement: shared out among the models, all of it to each when "
+                          "--workers runs them side by side); the results say where each "
+                          "stopped, and the same command without it continues [no limit]."),
         progress_option("A progress bar per model on stderr (drawn only on a terminal)."),
     ]
     for option in reversed(options):

@@ -51,9 +51,9 @@ def test_a_synthetic_cell_cut_short_is_partial(tmp_path):
 
 
 def test_time_limits_are_refused_where_they_do_not_apply(tmp_path):
-    r = CliRunner().invoke(cli, ["cells", "run", "t2-sst2", "--time-limit", "60",
+    r = CliRunner().invoke(cli, ["cells", "run", "t1-hatexplain1-sa", "--time-limit", "60",
                                  "--results", str(tmp_path / "r")])
-    assert r.exit_code == 2 and "CNN FCAM and synthetic cells" in r.output
+    assert r.exit_code == 2 and "CNN FCAM, Table 2 and synthetic cells" in r.output
     r = CliRunner().invoke(cli, ["synthetic", "copy", "--time-limit", "0", "--out",
                                  str(tmp_path / "s")])
     assert r.exit_code == 2 and "--time-limit" in r.output and not (tmp_path / "s").exists()

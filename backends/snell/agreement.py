@@ -12,6 +12,9 @@ r"""Everything one row of Table 2 of Snell et al. (2021) needs, run or reused fr
 and second models; the uniform and frozen ones stay SA, so beta^uf is the same
 reference for every paradigm; ``workers`` > 1 trains the models and fits the proxy
 side by side in worker processes (:mod:`.workers`), with the same numbers;
+``time_limit`` shares seconds of training out among the models
+(:func:`model_time_limit`): a model past its share stops at its next evaluation,
+and the row, assembled from where they stopped, says so (``time_limited``);
 
 fits the proxy of Snell Eqs. (5)-(6) (:mod:`minimal_attn.proxy`) and, for
 classification, the logistic proxy of Snell Eq. (55) on the same token ids
@@ -21,6 +24,7 @@ classification, the logistic proxy of Snell Eq. (55) on the same token ids
 per model under ``runs/``.
 """
 
+import math
 import os
 from dataclasses import asdict, replace
 
@@ -77,7 +81,7 @@ def prepare(c, out_dir, proxy_too=False):
                           dropout=c.dropout,
                           eval_every=c.eval_every, seed=c.seed, bleu=c.bleu,
                           train_eval=c.train_eval, device=c.device, paradigm=c.paradigm,
-                          switch_step=c.switch_step).resolved()
+                          switch_step=c.switch_step, time_limit=c.time_limit).resolved()
     if c.embeddings is not None:
         check_embeddings(c.embeddings, base.emb if c.task == "classify" else base.hidden)
     check_output_dir(out_dir)
@@ -140,7 +144,9 @@ def _run_agreement(c, out_dir, progress, log):
                 "uniform": replace(snell, attention="uniform")}
         if c.task == "classify" and c.frozen:
             runs["frozen"] = replace(snell, attention="frozen")
-        jobs = {name: (_train_model, (c, out_dir, name, rc), rc.steps)
+        share = model_time_limit(c.time_limit, len(runs) + (c.workers > 1), c.workers)
+        jobs = {name: (_train_model, (c, out_dir, name, replace(rc, time_limit=share)),
+                       rc.steps)
                 for name, rc in runs.items()}
         if c.workers > 1:            # the proxy, the longest job on a CPU, first and beside
             jobs = {"proxy": (_fit_proxy, (c, out_dir, key), 1), **jobs}   # the models
@@ -163,6 +169,19 @@ def _run_agreement(c, out_dir, progress, log):
     finally:
         if logistic is not None:
             logistic[0].terminate()              # done, or no longer wanted
+
+
+def model_time_limit(time_limit, jobs, workers):
+    """Each model's share of a row's ``time_limit`` (seconds; None: no limit).
+
+    The row's ``jobs`` (its models, and the proxy when ``workers`` > 1) run
+    ``min(workers, jobs)`` at a time, so each worker runs ``ceil(jobs / that)`` of
+    them in turn, and each gets that fraction: the whole limit when all run side by
+    side (a GPU cell), a quarter each for four models one after another.
+    """
+    if time_limit is None:
+        return None
+    return time_limit / math.ceil(jobs / min(workers, jobs))
 
 
 def _train_model(c, out_dir, name, rc, task=None, progress=None, log=None):
@@ -210,6 +229,10 @@ def assemble(c, task, loaded, px, lg):
                    "variants": {k: {kk: vv for kk, vv in v.items() if kk != "curves"}
                                 for k, v in variants.items() if k != "Table 2"},
                    "runs": {name: h for name, (h, _) in loaded.items()},
+                   # where each model ended: the last step, or earlier under a time limit
+                   "steps_run": {name: h[-1]["step"] for name, (h, _) in loaded.items()},
+                   "time_limited": {name: bool(h[-1].get("time_limited"))
+                                    for name, (h, _) in loaded.items()},
                    "config": asdict(c)})
     if lg is not None:
         result["logistic_lambda"] = float(lg["lambda"])
@@ -220,8 +243,12 @@ def assemble(c, task, loaded, px, lg):
 
 def _write_outputs(out_dir, dataset, result, task):
     variants = result.pop("_variants_full")
+    cut = {name: result["steps_run"][name] for name, v in result["time_limited"].items() if v}
+    note = ("" if not cut else "\n**Partial: a time limit stopped " + ", ".join(
+        f"{name} at step {step}" for name, step in cut.items())
+        + "**; the same command without the limit continues them.\n")
     write_text(os.path.join(out_dir, "table.md"),
-               agreement_table.markdown_table(dataset, variants))
+               agreement_table.markdown_table(dataset, variants) + note)
     rows = []
     for title, row in variants.items():
         rows += [[title] + r for r in agreement_table.table_rows(dataset, row, title == "Table 2")]

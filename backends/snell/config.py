@@ -54,6 +54,9 @@ class AgreementConfig:
     switch_step: object = None        # hybrid: first HA step, or "auto" (None: steps // 2)
     workers: int = 1                  # models (and the proxy) trained at once, each in its
     #                                   own process (backends/snell/workers.py); same results
+    time_limit: Optional[float] = None  # seconds of training for the row, shared out among
+    #                                   the models (agreement.model_time_limit); a model
+    #                                   stops at its first evaluation after its share
 
 
 PAPER = {"classify": {"steps": 4000, "batch_size": 32, "emb": 300,
@@ -90,6 +93,8 @@ class SeqTrainConfig:
     device: Optional[str] = None      # None: cuda if available, else cpu
     paradigm: str = "sa"              # sa, ha, lv or hybrid (V&R Sec. 2.3, per target token)
     switch_step: object = None        # hybrid: first HA step, or "auto"; None: steps // 2
+    time_limit: Optional[float] = None  # seconds: stop at the first evaluation after them
+    #                                   (run control, not a setting: a rerun continues)
 
     def resolved(self):
         """A copy with the paper's values filled in (and the inputs checked)."""
@@ -120,7 +125,8 @@ class SeqTrainConfig:
                              param="hidden")
         c.paradigm = check_paradigm(c.paradigm)
         c.switch_step = check_switch(c.switch_step, c.steps, c.paradigm)
-        for name in ("lr",) + (("clip",) if c.clip is not None else ()):
+        for name in ("lr",) + tuple(k for k in ("clip", "time_limit")
+                                    if getattr(c, k) is not None):
             try:
                 check_positive(name, getattr(c, name))
             except InputError as exc:

@@ -21,6 +21,7 @@ permutations drawn from ``seed``, so the data order needs no saved state.
 import functools
 import json
 import os
+import time
 from dataclasses import asdict
 
 import numpy as np
@@ -52,6 +53,9 @@ from minimal_attn.experiments.progress import counter
 
 #: train-seq's checkpoint identity (experiments/checkpoints.checkpoint_header)
 FORMAT, KIND = 2, "seq"
+#: Settings of how a run runs, not of what it computes: a checkpoint written under
+#: other values continues
+RUN_CONTROL = ("device", "time_limit")
 #: On a GPU the divergence check reads the device every this many steps (and before
 #: every evaluation), not at every step: a read waits for all queued work.
 SYNC_EVERY = 50
@@ -114,9 +118,11 @@ def load_rows(path):
     return out
 
 
-def _evaluate_all(model, task, c, step, data, rule="sa"):
+def _evaluate_all(model, task, c, step, data, rule="sa", last=False):
+    """One evaluation's history record and arrays; ``last``: the run ends here (also
+    the probe beta and saliency Delta of a learned model), as at ``c.steps``."""
     model.rule = "ha" if rule == "hybrid" else rule
-    last = step == c.steps
+    last = last or step == c.steps
     beta_every = c.attention in ("uniform", "frozen")
     arrays, record = {}, {"step": step}
     splits = [("val", data["val"], None)] + ([("train", data["train"], c.train_eval)]
@@ -147,6 +153,10 @@ def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, l
 
     Continues from ``out_dir/checkpoint.pt`` when it exists (and was written with
     the same settings and data; an unreadable one falls back to its ``.prev``).
+    ``config.time_limit`` (seconds from the call): training ends at the first
+    evaluation step after it (and after at least one step of this call), evaluated
+    as a last step (beta and Delta too) and marked ``time_limited`` in the history;
+    a rerun continues from there.
     ``progress(label, done, total, note)`` hears of every step, and of every
     evaluation with its score as note (:mod:`minimal_attn.experiments.progress`);
     ``log(line)`` warnings.
@@ -154,14 +164,17 @@ def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, l
     Returns
     -------
     dict with ``config`` (resolved), ``history`` (one record per evaluation step:
-    ``val_perf``, ``val_bleu``, ...) and ``out_dir``
+    ``val_perf``, ``val_bleu``, ...), ``out_dir`` and ``stopped_at`` (the step a time
+    limit ended training at, else None)
     """
+    start = time.perf_counter()
     c = config.resolved()
     device = str(get_device(c.device, param="device"))
     check_run(task, c)
     ckpt_path, fingerprint = os.path.join(out_dir, "checkpoint.pt"), data_fingerprint(task)
-    comparable = {k: v for k, v in asdict(c).items()
-                  if k != "device" and not (k in LATER_DEFAULTS and v == LATER_DEFAULTS[k])}
+    comparable = {k: v for k, v in asdict(c).items()         # what the run computes
+                  if k not in RUN_CONTROL and not (k in LATER_DEFAULTS
+                                                   and v == LATER_DEFAULTS[k])}
     state = read_checkpoint(ckpt_path, read_torch, FORMAT, KIND, comparable, fingerprint,
                             LATER_DEFAULTS, log=log, param="out")
     torch.manual_seed(c.seed)
@@ -182,7 +195,9 @@ def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, l
             torch.cuda.set_rng_state(state["cuda_rng"])
         step, history = state["step"], state["history"]
         _write_changed(os.path.join(out_dir, "history.json"), history)  # the checkpoint's
-    _write_changed(os.path.join(out_dir, "config.json"), {**asdict(c), "data": task.info})
+    _write_changed(os.path.join(out_dir, "config.json"),
+                   {**{k: v for k, v in asdict(c).items() if k != "time_limit"},
+                    "data": task.info})
     evals, done = c.eval_steps(), {h["step"] for h in history}
     switch = c.switch_step
     if switch == "auto":        # chosen while training, recorded in the history
@@ -196,9 +211,18 @@ def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, l
             "val": SplitTensors(task, task.val_src, task.val_tgt, device)}
     model.train()
     first_bad = None          # set at the first training step (see below)
+    # a time limit stops at an evaluation after this call has trained (so a rerun under
+    # the same limit always gets on)
+    first_step, stopped_at = step, None
     while True:
         if step in evals and step not in done:
-            record, arrays = _evaluate_all(model, task, c, step, data, rule_at(step))
+            if (c.time_limit is not None and first_step < step < c.steps
+                    and time.perf_counter() - start >= c.time_limit):
+                stopped_at = step
+            record, arrays = _evaluate_all(model, task, c, step, data, rule_at(step),
+                                           last=stopped_at is not None)
+            if stopped_at is not None:
+                record["time_limited"] = True
             if c.switch_step == "auto" and switch in (None, "auto"):
                 switch = _auto_switch(c, task, history + [record], step)
                 if switch is not None:
@@ -213,7 +237,7 @@ def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, l
                                   if str(device).startswith("cuda") else None)}
             write_checkpoint(ckpt_path, functools.partial(torch.save, saved))
             tick(0, f"step {step} perf {record['val_perf']:.3f}")
-        if step >= c.steps:
+        if step >= c.steps or stopped_at is not None:
             break
         if first_bad is None:
             first_bad = torch.tensor(-1, device=device)
@@ -235,7 +259,8 @@ def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, l
         optimizer_step(opt, step)
         step += 1
         tick()
-    return {"config": asdict(c), "history": history, "out_dir": out_dir}
+    return {"config": asdict(c), "history": history, "out_dir": out_dir,
+            "stopped_at": stopped_at}
 
 
 def _sync_every(device):

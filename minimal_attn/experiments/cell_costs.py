@@ -57,7 +57,9 @@ def estimate_seconds(cell, card):
     if s["runner"] == "hatexplain":
         return s["seeds"] * s["epochs"] * unit
     if s["runner"] == "agreement":
-        steps = 4 * {"classify": 4000, "translate": 20000}[s["task"]] * unit[s["task"]]
+        per_model = (cell_runners.TINY_AGREEMENT["steps"] if s.get("size") == "tiny" else
+                     {"classify": 4000, "translate": 20000}[s["task"]])
+        steps = 4 * per_model * unit[s["task"]]
         # on a card the row's models train side by side (cell_runners: --workers 5), taken
         # to share it as the CNN cells do (shared_slowdown; not measured for LSTMs)
         models = 4 if s["task"] == "classify" else 3

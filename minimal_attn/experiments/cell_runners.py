@@ -82,6 +82,12 @@ def _run_hatexplain(cell, data_dir, work, device, log, control=None):
         meta["device"]
 
 
+#: The smoke size of a Table 2 cell (``"size": "tiny"``): seconds on one CPU core.
+TINY_AGREEMENT = {"steps": 20, "hidden": 8, "emb": 8, "out_hidden": 8, "max_train": 200,
+                  "max_val": 40, "eval_every": 10, "proxy_d": 8, "proxy_epochs": 2,
+                  "vocab_size": 200}
+
+
 def _run_agreement(cell, data_dir, work, device, log, control=None):
     from minimal_attn.backends.snell.agreement import AgreementConfig, run_agreement
     from minimal_attn.backends.torch_backend import get_device
@@ -91,19 +97,24 @@ def _run_agreement(cell, data_dir, work, device, log, control=None):
     # on a GPU every model and the proxy side by side (small LSTMs leave it idle between
     # launches); the numbers are those of one after another
     workers = 5 if get_device(chosen, param="device").type == "cuda" else 1
+    size = TINY_AGREEMENT if s.get("size") == "tiny" else {}
     config = AgreementConfig(task=s["task"], dataset=s["dataset"], data_dir=data_dir,
-                             device=chosen, workers=workers)
+                             device=chosen, workers=workers,
+                             time_limit=(control or {}).get("time_limit"), **size)
     out = run_agreement(config, work)
-    return agreement_result(out), {"task": s["task"], "dataset": s["dataset"]}, str(device)
+    return agreement_result(out), {"task": s["task"], "dataset": s["dataset"],
+                                   "time_limit": config.time_limit, **size}, str(device)
 
 
 def agreement_result(out):
-    """A record's ``result`` from ``run_agreement``'s agreement.json dict (one Table 2 row)."""
+    """A record's ``result`` from ``run_agreement``'s agreement.json dict (one Table 2 row);
+    ``steps_run`` and ``time_limited`` per model say where a time limit stopped each."""
     from minimal_attn.experiments.agreement_table import COLUMNS
 
     return {"row": [out.get(k) for k in COLUMNS], "columns": list(COLUMNS),
             "performance": out["runs"]["standard"][-1]["val_perf"],
-            "performance_name": out["performance"]}
+            "performance_name": out["performance"],
+            "steps_run": out["steps_run"], "time_limited": out["time_limited"]}
 
 
 def _run_synthetic(cell, data_dir, work, device, log, control=None):

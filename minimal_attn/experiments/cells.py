@@ -88,7 +88,7 @@ def _snell_cells():
     from minimal_attn.experiments.agreement_table import PAPER_NAME, PAPER_TABLE2
 
     cells = [Cell(f"t2-{d}", "table2", "paper", f"{PAPER_NAME[d]} agreement row",
-                  {"runner": "agreement", "task": task, "dataset": d}, d,
+                  {"runner": "agreement", "task": task, "dataset": d, "size": "paper"}, d,
                   {"row": list(PAPER_TABLE2[PAPER_NAME[d]])})
              for d, task in (("sst2", "classify"), ("multi30k", "translate"))]
     cells += [Cell("permute-copy", "synthetic", "paper",
@@ -118,6 +118,9 @@ def _small_cells():
              for p in ("sa", "lv")]
     cells.append(Cell("tiny-synthetic-copy", "synthetic", "tiny", "copy task (smoke cell)",
                       {"runner": "synthetic", "task": "copy", "seeds": 2, "size": "tiny"}))
+    cells.append(Cell("tiny-t2-sst2", "table2", "tiny", "SST agreement row (smoke cell)",
+                      {"runner": "agreement", "task": "classify", "dataset": "sst2",
+                       "size": "tiny"}, "sst2"))
     cells.append(Cell("tiny-synthetic-copy-lv", "synthetic", "tiny",
                       "copy task, LV per target token (smoke cell)",
                       {"runner": "synthetic", "task": "copy", "seeds": 2, "size": "tiny",
@@ -214,11 +217,11 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
              log=None, command=None, time_limit=None, compile="none"):
     """Run one cell and write its record; returns the record.
 
-    ``time_limit`` (seconds, Table 1 cells of the CNN FCAM and the synthetic
-    cells): training ends at the first epoch boundary (synthetic: evaluation)
-    after it, the seeds are evaluated as they stand, and the record says what was
-    cut short (``result.time_limited``; the epochs or ``steps_run`` beside it), so
-    a partial cell is never read as a finished one. ``compile``
+    ``time_limit`` (seconds; every cell but HateXplain's): training ends at the
+    first epoch boundary (synthetic and Table 2: evaluation) after it, the seeds
+    (Table 2: the row's models) are evaluated as they stand, and the record says
+    what was cut short (``result.time_limited``; the epochs or ``steps_run`` beside
+    it), so a partial cell is never read as a finished one. ``compile``
     (same cells): how the seed-batched step runs (``none``, ``compile``,
     ``cudagraph``: :mod:`minimal_attn.backends.vr.batched_step`), recorded in the
     record's settings.
@@ -230,9 +233,9 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
     """
     cell = get_cell(name)
     runner = cell.settings["runner"]
-    if time_limit is not None and runner not in ("fcam", "synthetic"):
-        raise InputError(f"time_limit applies to the CNN FCAM and synthetic cells, not to "
-                         f"cell {name}: drop it", param="time_limit")
+    if time_limit is not None and runner == "hatexplain":
+        raise InputError(f"time_limit applies to the CNN FCAM, Table 2 and synthetic cells, "
+                         f"not to cell {name}: drop it", param="time_limit")
     if compile != "none" and runner != "fcam":
         raise InputError(f"compile applies to the CNN FCAM cells (t1-cifar10-*), not to cell "
                          f"{name}: drop it", param="compile")

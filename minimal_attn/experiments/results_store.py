@@ -193,6 +193,20 @@ def _table1(records):
     return lines
 
 
+def _models_cut(result):
+    """`` (**partial: ...**)`` naming the models of a Table 2 row a time limit stopped."""
+    limited = result.get("time_limited") or {}
+    cut = {name: result["steps_run"][name]
+           for name in ("standard", "second", "uniform", "frozen") if limited.get(name)}
+    if not cut:
+        return ""
+    if len(cut) == len(limited) and len(set(cut.values())) == 1:
+        where = f"every model at step {next(iter(cut.values()))}"
+    else:
+        where = ", ".join(f"{name} at step {step}" for name, step in cut.items())
+    return f" (**partial: time limit, {where}**)"
+
+
 def _table2(records):
     cols = ["A(α,β^uf)", "A(β^uf,β^px)", "A(Δ,β^uf)", "A(α,β)", "Â", "ξ(α,β^uf)", "ξ(α,β)", "ξ*"]
     lines = ["| cell | scale | " + " | ".join(cols) + " | performance | run on |",
@@ -200,7 +214,8 @@ def _table2(records):
     for r in records:
         res = r["result"]
         ours = " | ".join("-" if v is None else f"{100 * v:.1f}" for v in res["row"])
-        lines.append(f"| {r['title']} | {r['scale']} | {ours} | "
+        title = r["title"] + _models_cut(res)
+        lines.append(f"| {title} | {r['scale']} | {ours} | "
                      f"{100 * res['performance']:.1f} | {_short(r)} |")
         if r.get("paper"):
             lines.append("| paper | | " + " | ".join(f"{v:g}" for v in r["paper"]["row"])

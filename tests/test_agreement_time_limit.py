@@ -1,0 +1,107 @@
+"""A time limit on a Table 2 row: every model stops at an evaluation, the row says where,
+a rerun without it continues to the uninterrupted row, and a cell cut short is partial."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+pytest.importorskip("torch")
+
+from minimal_attn.backends.snell.agreement import (  # noqa: E402
+    AgreementConfig,
+    model_time_limit,
+    run_agreement,
+)
+from minimal_attn.cli.main import cli  # noqa: E402
+from minimal_attn.experiments import cells, results_store  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
+
+TINY = dict(steps=20, hidden=8, emb=8, out_hidden=8, max_train=200, max_val=40, eval_every=10,
+            proxy_d=8, proxy_epochs=2, device="cpu")
+
+
+def _plain(result):
+    """agreement.json's dict without run control and the marks a time limit leaves."""
+    out = json.loads(json.dumps(result, default=str))
+    for key in ("config", "steps_run", "time_limited"):
+        out.pop(key)
+    for history in out["runs"].values():
+        for h in history:
+            h.pop("time_limited", None)
+    return out
+
+
+def test_a_row_stopped_by_a_time_limit_continues_to_the_uninterrupted_row(tmp_path,
+                                                                          shared_data):
+    data = str(shared_data / "sst2")
+    whole = run_agreement(AgreementConfig(dataset="sst2", data_dir=data, **TINY),
+                          str(tmp_path / "whole"))
+    assert whole["steps_run"] == dict.fromkeys(("standard", "second", "uniform", "frozen"), 20)
+    assert not any(whole["time_limited"].values())
+    out = str(tmp_path / "cut")
+    # a limit already spent: each model stops at its first evaluation after a step (10)
+    cut = run_agreement(AgreementConfig(dataset="sst2", data_dir=data, time_limit=1e-9, **TINY),
+                        out)
+    assert cut["steps_run"] == dict.fromkeys(whole["steps_run"], 10)
+    assert all(cut["time_limited"].values())
+    assert [h["step"] for h in cut["runs"]["standard"]] == [0, 10]
+    assert "Partial: a time limit stopped standard at step 10" in \
+        (tmp_path / "cut" / "table.md").read_text()
+    # the standard model's stopping point is evaluated as a last step: its row is whole
+    assert all(cut[k] is not None for k in ("A_alpha_beta", "A_delta_beta_uf", "A_hat"))
+    rest = run_agreement(AgreementConfig(dataset="sst2", data_dir=data, **TINY), out)
+    assert not any(rest["time_limited"].values())
+    assert _plain(rest) == _plain(whole)       # every number of every table and curve
+    assert "Partial" not in (tmp_path / "cut" / "table.md").read_text()
+
+
+@pytest.mark.parametrize("limit, jobs, workers, share", [
+    (100.0, 4, 1, 25.0),          # four models one after another: a quarter each
+    (100.0, 5, 5, 100.0),         # four models and the proxy side by side: all of it
+    (90.0, 5, 2, 30.0),           # two at a time: three turns
+    (60.0, 3, 8, 60.0),           # more workers than jobs
+    (None, 4, 1, None),
+])
+def test_a_rows_time_limit_is_shared_out_by_turns(limit, jobs, workers, share):
+    assert model_time_limit(limit, jobs, workers) == share
+
+
+def test_a_table2_cell_cut_short_is_partial_until_a_rerun_finishes_it(tmp_path, shared_data):
+    results, work = str(tmp_path / "r"), str(tmp_path / "w")
+    record = cells.run_cell("tiny-t2-sst2", str(shared_data), results, work, device="cpu",
+                            time_limit=1e-9)
+    res = record["result"]
+    assert all(res["time_limited"].values()) and set(res["steps_run"].values()) == {10}
+    assert record["settings"]["time_limit"] == 1e-9
+    assert not cells.finished("tiny-t2-sst2", results)
+    text = results_store.render(results_store.read_cells(results))
+    assert "partial: time limit, every model at step 10" in text
+    again = cells.run_cell("tiny-t2-sst2", str(shared_data), results, work, device="cpu")
+    assert not any(again["result"]["time_limited"].values())
+    assert set(again["result"]["steps_run"].values()) == {20}
+    assert cells.finished("tiny-t2-sst2", results)
+    assert "partial" not in results_store.render(results_store.read_cells(results))
+
+
+def test_the_table_names_the_models_a_time_limit_stopped():
+    cut = {"time_limited": {"standard": True, "second": False, "uniform": True, "frozen": False},
+           "steps_run": {"standard": 250, "second": 4000, "uniform": 500, "frozen": 4000}}
+    assert results_store._models_cut(cut) == \
+        " (**partial: time limit, standard at step 250, uniform at step 500**)"
+    same = {"time_limited": dict.fromkeys(("standard", "second", "uniform"), True),
+            "steps_run": dict.fromkeys(("standard", "second", "uniform"), 6000)}
+    assert results_store._models_cut(same) == " (**partial: time limit, every model at step 6000**)"
+    assert results_store._models_cut({"time_limited": {"standard": False},
+                                      "steps_run": {"standard": 10}}) == ""
+
+
+def test_a_bad_time_limit_is_refused_before_anything_is_written(tmp_path, shared_data):
+    out = tmp_path / "row"
+    for bad in ("0", "-5", "nan"):
+        r = CliRunner().invoke(cli, ["agreement", "--dataset", "sst2", "--data-dir",
+                                     str(shared_data / "sst2"), "--out", str(out),
+                                     "--time-limit", bad, "--no-progress"])
+        assert r.exit_code == 2 and "--time-limit" in r.output, r.output
+        assert "Traceback" not in r.output and not out.exists()
