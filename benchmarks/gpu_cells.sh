@@ -5,13 +5,15 @@
 #                                                 the cells need into .gpu_data/ (ignored) and
 #                                                 the wheels attn-dyn needs into .whl/
 #   benchmarks/gpu_cells.sh [--dry-run] [--budget SECONDS] [--card h100|h200]
-#                           [--parallel N] CELL...
+#                           [--parallel N|auto] CELL...
 #                                                 on the GPU machine (carry .gpu_data and .whl)
 #
 # Runs the cells in the order given (default: every paper-scale cell in run order that
 # has no complete record in results/cells yet) until
 # the budget (default 480 s) is spent, N at a time (default 1; small models leave a GPU
-# idle between kernel launches, so a few processes share it well). The first N cells
+# idle between kernel launches, so a few processes share it well; auto: the N, up to
+# GPU_CELLS_MAX_PARALLEL (4), under which the most cells would finish by their estimates,
+# cell_costs.choose_parallel, chosen again after the step probe). The first N cells
 # always run; a later one whose estimate (an upper bound under a stop rule) exceeds what
 # is left is skipped and says so, unless --force (and any later cell with under
 # GPU_CELLS_MIN_START, default 150, seconds left). A CNN FCAM or synthetic cell gets
@@ -71,27 +73,65 @@ fi
 # cell -> its data folder, estimated minutes alone on the card and seconds beside the
 # other PARALLEL - 1 cells (one line each); CNN FCAM cells' times divided by SPEEDUP
 SPEEDUP=1
-plan() {
-  $PY - "$CARD" "$PARALLEL" "$SPEEDUP" "${CELLS[@]}" <<'PYEOF'
+plan() {   # $1: the seconds the cells have (for --parallel auto); then a first line
+  # "# parallel N ..." with the count of cells side by side
+  $PY - "$CARD" "$PARALLEL" "$SPEEDUP" "$1" "$FORCE" "$MIN_START" "$MARGIN" \
+    "${GPU_CELLS_MAX_PARALLEL:-4}" "$DATA" "$PREP" "${CELLS[@]}" <<'PYEOF'
+import os
 import sys
 from minimal_attn.errors import InputError
 from minimal_attn.experiments import cells
-from minimal_attn.experiments.cell_costs import estimate_seconds, shared_slowdown
-card, parallel, speedup, names = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4:]
+from minimal_attn.experiments.cell_costs import choose_parallel, estimate_seconds, shared_slowdown
+card, parallel, speedup, budget, force, min_start, margin, most, data, prep = sys.argv[1:11]
+speedup, budget, names = float(speedup), int(budget), sys.argv[11:]
+
+
+def has_data(name):      # the complete CIFAR-10 is made from its JPEG bytes on the spot
+    folder = cells.get_cell(name).data
+    return not folder or any(os.path.isdir(os.path.join(data, f)) for f in
+                             {"cifar10-full": ("cifar10-full", "cifar10-jpeg")}.get(folder,
+                                                                                    (folder,)))
+
+
 # by default every paper-size cell that has no complete record yet (cut short by a
-# time limit counts as not complete), as its unfinished parts where it has parts;
-# named cells and parts (NAME@K) always run
-names = names or cells.unfinished()
+# time limit counts as not complete), as its unfinished parts where it has parts, whose
+# data this job carries (--prepare: all of them); named cells and parts always run
+if not names:
+    names = cells.unfinished()
+    if prep == "0":
+        names, absent = [n for n in names if has_data(n)], [n for n in names if not has_data(n)]
+        if absent:
+            print(f"# without their data under {data}: {len(absent)} cells and parts left out")
+rows = []
 for n in names:
     try:
         c = cells.get_cell(n)
     except InputError as err:
         sys.exit(f"Error: {err}")
-    alone = estimate_seconds(c, card) / (speedup if c.settings["runner"] == "fcam" else 1)
-    print(n, c.data or "-", f"{alone / 60:.1f}", round(alone * shared_slowdown(parallel)))
+    rows.append((n, c.data or "-",
+                 estimate_seconds(c, card) / (speedup if c.settings["runner"] == "fcam" else 1)))
+if parallel == "auto":
+    parallel, done = choose_parallel([(n, alone) for n, _, alone in rows], budget, int(most),
+                                     force == "1", int(min_start), int(margin))
+    print(f"# parallel {parallel} (auto: {done} cells would finish in {budget} s)")
+elif not parallel.isdigit() or int(parallel) < 1:
+    sys.exit(f"Error: --parallel must be a count >= 1 or auto, got {parallel!r}")
+else:
+    print(f"# parallel {parallel}")
+for n, data, alone in rows:
+    print(n, data, f"{alone / 60:.1f}", round(alone * shared_slowdown(int(parallel))))
 PYEOF
 }
-PLAN=$(plan) || exit 2
+# PLAN: the cells, one line each; N: how many run side by side (--parallel, or auto's choice)
+set_plan() {
+  local out
+  out=$(plan "$1") || exit 2
+  N=$(echo "$out" | sed -n 's/^# parallel \([0-9]*\).*/\1/p')
+  PLAN_NOTE=$(echo "$out" | sed -n 's/^# \(parallel .*\)/\1/p')
+  DATA_NOTE=$(echo "$out" | sed -n 's/^# \(without .*\)/\1/p')
+  PLAN=$(echo "$out" | grep -v '^#')
+}
+set_plan "$BUDGET"
 
 if [ "$PREP" = 1 ]; then
   SRC=${ATTN_DYN_DATA:-../shared/data}
@@ -120,18 +160,20 @@ if [ "$PREP" = 1 ]; then
 fi
 
 if [ "$DRY" = 1 ]; then
-  echo "gpu_cells dry run: budget ${BUDGET} s, card $CARD, $PARALLEL at a time, data $DATA"
+  echo "gpu_cells dry run: budget ${BUDGET} s, card $CARD, $PLAN_NOTE at a time, data $DATA"
   echo "(minutes: one cell alone on the card; an upper bound under a stop rule)"
+  [ -n "$DATA_NOTE" ] && echo "($DATA_NOTE)"
   echo "$PLAN" | $PY -c '
 import sys
 from minimal_attn.experiments.cell_costs import plan_job, shared_slowdown
 budget, parallel, force, min_start = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1", int(sys.argv[4])
 rows = [line.split() for line in sys.stdin if line.strip()]
 slow = shared_slowdown(parallel)
-states = plan_job([(r[0], float(r[3]) / slow) for r in rows], budget, parallel, force, min_start)
+states = plan_job([(r[0], float(r[3]) / slow) for r in rows], budget, parallel, force, min_start,
+                  int(sys.argv[5]))
 for (name, folder, minutes, _), (_, state) in zip(rows, states):
     print(f"{name:34s} {folder:13s} {minutes:>7s} min  {state}")
-' "$BUDGET" "$PARALLEL" "$FORCE" "$MIN_START"
+' "$BUDGET" "$N" "$FORCE" "$MIN_START" "$MARGIN"
   exit 0
 fi
 
@@ -181,8 +223,9 @@ if [ "$STEP" = auto ]; then
   IFS='|' read -r STEP SPEEDUP STEP_NOTE <<<"$(probe_step)"
   STEP_NOTE="step probe ($(( SECONDS - START )) s): $STEP_NOTE"
   echo "$STEP_NOTE"
-  PLAN=$(plan) || exit 2
+  set_plan $(( BUDGET - (SECONDS - START) ))
 fi
+echo "$PLAN_NOTE at a time"
 run_one() {   # name left: run one cell, leave "STATE|seconds|last line" in runs/cells/NAME.status
   local name=$1 left=$2 t0=$SECONDS limit=() rc state
   local stop=$(( left > 2 * MARGIN ? left - MARGIN : left / 2 ))
@@ -204,16 +247,16 @@ while read -r name folder minutes secs; do
   left=$(( BUDGET - (SECONDS - START) ))
   NAMES+=("$name")
   rm -f "runs/cells/$name.status"
-  while [ "$(jobs -rp | wc -l)" -ge "$PARALLEL" ]; do wait -n; done
+  while [ "$(jobs -rp | wc -l)" -ge "$N" ]; do wait -n; done
   left=$(( BUDGET - (SECONDS - START) ))
   if [ "$left" -lt 20 ]; then
     echo "SKIP|-|budget spent" >"runs/cells/$name.status"; continue
   fi
-  if [ "$started" -ge "$PARALLEL" ] && [ "$FORCE" = 0 ] && [ "$secs" -gt "$left" ]; then
+  if [ "$started" -ge "$N" ] && [ "$FORCE" = 0 ] && [ "$secs" -gt "$left" ]; then
     echo "SKIP|-|estimate ${secs} s (beside the others) is over the ${left} s left" >"runs/cells/$name.status"
     continue
   fi
-  if [ "$started" -ge "$PARALLEL" ] && [ "$left" -lt "$MIN_START" ]; then
+  if [ "$started" -ge "$N" ] && [ "$left" -lt "$MIN_START" ]; then
     echo "SKIP|-|only ${left} s left (a later cell needs ${MIN_START})" >"runs/cells/$name.status"
     continue
   fi
@@ -232,6 +275,8 @@ SUMMARY=$( {
   echo "## gpu_cells on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1) (total $(( SECONDS - START )) s)"
   echo
   [ -n "$STEP_NOTE" ] && { echo "$STEP_NOTE"; echo; }
+  echo "$PLAN_NOTE at a time"; echo
+  [ -n "$DATA_NOTE" ] && { echo "$DATA_NOTE"; echo; }
   echo "| cell | status | time | last line |"
   echo "|---|---|---|---|"
   for row in "${ROWS[@]}"; do IFS='|' read -r a b c d <<<"$row"; echo "| $a | $b | $c | $d |"; done

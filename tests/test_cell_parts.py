@@ -10,7 +10,12 @@ from click.testing import CliRunner
 from minimal_attn.cli.main import cli
 from minimal_attn.errors import InputError
 from minimal_attn.experiments import cell_parts, cells, results_store
-from minimal_attn.experiments.cell_costs import pick_step, plan_job, shared_slowdown
+from minimal_attn.experiments.cell_costs import (
+    choose_parallel,
+    pick_step,
+    plan_job,
+    shared_slowdown,
+)
 
 
 def test_part_names_and_their_seeds():
@@ -160,6 +165,23 @@ def test_a_job_plan_follows_the_scripts_rules():
     assert rows[0][1] == "would run from 0 s, cut by the budget"
     assert rows[2][1] == f"would run from {10 * slow:.0f} s"
     assert shared_slowdown(1) == 1 and shared_slowdown(4) == pytest.approx(4 / 1.85)
+
+
+def test_a_job_runs_as_many_side_by_side_as_finish_the_most_cells():
+    long = [(f"ha@{k}", 246.0) for k in range(1, 5)]       # 3 seeds for 200 epochs, alone
+    # two at a time each take 246 * 1.558 = 383 s, inside 500 - 60; three take 471 s
+    # and four 532 s, so every cell would be cut; one at a time finishes only the first
+    assert 246 * shared_slowdown(2) < 440 < 246 * shared_slowdown(3)
+    assert choose_parallel(long, 500, margin=60) == (2, 2)
+    rows = plan_job(long, 500, parallel=2, margin=60)
+    assert [s for _, s in rows[:2]] == ["would run from 0 s"] * 2
+    assert all(s.startswith("would skip") for _, s in rows[2:])
+    # 60 s less and the pair is cut by the margin: one at a time finishes one
+    assert choose_parallel(long, 440, margin=60) == (1, 1)
+    assert plan_job(long, 440, parallel=2, margin=60)[0][1].endswith("cut by the budget")
+    # short cells finish under any count: the tie goes to the most side by side
+    assert choose_parallel([(f"s{k}", 60.0) for k in range(4)], 500, margin=60) == (4, 4)
+    assert choose_parallel(long, 500, most=1, margin=60) == (1, 1)
 
 
 def test_the_step_probe_takes_a_captured_way_only_when_tested_and_faster():

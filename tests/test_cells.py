@@ -162,3 +162,21 @@ def test_gpu_cells_dry_run_lists_cells_with_times():
     assert out.returncode == 0, out.stderr
     assert "t1-cifar10-m5-authors-sa" in out.stdout and "min" in out.stdout
     assert "tiny-t1-synthetic-sa" in out.stdout
+
+
+def test_gpu_cells_auto_parallel_and_the_cells_a_job_has_no_data_for(tmp_path):
+    script = ROOT / "benchmarks" / "gpu_cells.sh"
+    env = dict(os.environ, PYTHON=os.environ.get("PYTHON", "python"))
+
+    def dry(*args):
+        return subprocess.run(["bash", str(script), "--dry-run", "--card", "h200", *args],
+                              capture_output=True, text=True, cwd=ROOT, timeout=120, env=env)
+    out = dry("--parallel", "auto", "--budget", "500", "--data", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert "parallel " in out.stdout and "(auto: " in out.stdout
+    # the default plan leaves out what the job carries no data for, and says so
+    assert f"without their data under {tmp_path}" in out.stdout
+    listed = [line.split() for line in out.stdout.splitlines() if " min " in line]
+    assert all(row[1] == "-" for row in listed)           # cells that need no data folder
+    bad = dry("--parallel", "x")
+    assert bad.returncode == 2 and "--parallel must be a count >= 1 or auto" in bad.stderr

@@ -138,8 +138,8 @@ def test_a_time_limited_cell_is_recorded_and_shown_as_partial(tmp_path, monkeypa
     assert not cells.finished("tiny-t1-synthetic-sa", str(tmp_path / "results"))
     page = results_store.render(results_store.read_cells(str(tmp_path / "results")))
     assert "cut by time limit (partial)" in page
-    with pytest.raises(InputError, match="time_limit"):      # a Table 2 row has none
-        cells.run_cell("t2-sst2", None, str(tmp_path / "results"),
+    with pytest.raises(InputError, match="time_limit"):      # a HateXplain cell has none
+        cells.run_cell("t1-hatexplain1-sa", None, str(tmp_path / "results"),
                        str(tmp_path / "work"), device="cpu", time_limit=30.0)
 
 

@@ -79,7 +79,7 @@ def shared_slowdown(parallel):
     return parallel / (1 + 0.85 / 3 * (parallel - 1))
 
 
-def plan_job(estimates, budget, parallel=1, force=False, min_start=150):
+def plan_job(estimates, budget, parallel=1, force=False, min_start=150, margin=0):
     """What a job of ``budget`` seconds would run: ``[(name, state)]`` for the
     ``(name, seconds alone)`` pairs ``estimates``, in order, ``parallel`` at a time.
 
@@ -88,8 +88,22 @@ def plan_job(estimates, budget, parallel=1, force=False, min_start=150):
     under 20 s are left, when it would not finish in the time left (its estimate
     times :func:`shared_slowdown`; ``force`` lifts this rule) or when under
     ``min_start`` seconds are left. A cell that runs takes its estimate, or what is
-    left of the budget, whichever is less.
+    left of the budget, whichever is less; it is cut short when its estimate is over
+    what is left less ``margin`` (the script stops training that long before the end).
     """
+    return [(name, _state(start, cut, reason, budget))
+            for name, start, cut, reason in _simulate(estimates, budget, parallel, force,
+                                                      min_start, margin)]
+
+
+def _state(start, cut, reason, budget):
+    if start is None:
+        return reason
+    return f"would run from {start:.0f} s" + (", cut by the budget" if cut else "")
+
+
+def _simulate(estimates, budget, parallel, force, min_start, margin):
+    """``(name, start or None, cut, reason skipped)`` per cell under plan_job's rules."""
     free = [0.0] * parallel
     slow = shared_slowdown(parallel)
     rows, started = [], 0
@@ -98,19 +112,39 @@ def plan_job(estimates, budget, parallel=1, force=False, min_start=150):
         left = budget - free[slot]
         need = seconds * slow
         if left < 20:
-            rows.append((name, "would not start (budget spent)"))
+            rows.append((name, None, False, "would not start (budget spent)"))
             continue
         if started >= parallel and not force and need > left:
-            rows.append((name, f"would skip (estimate {need:.0f} s over the {left:.0f} s left)"))
+            rows.append((name, None, False,
+                         f"would skip (estimate {need:.0f} s over the {left:.0f} s left)"))
             continue
         if started >= parallel and left < min_start:
-            rows.append((name, f"would skip (only {left:.0f} s left)"))
+            rows.append((name, None, False, f"would skip (only {left:.0f} s left)"))
             continue
         started += 1
         free[slot] += min(need, left)
-        end = "" if need <= left else ", cut by the budget"
-        rows.append((name, f"would run from {budget - left:.0f} s{end}"))
+        rows.append((name, budget - left, need > left - margin, None))
     return rows
+
+
+def choose_parallel(estimates, budget, most=4, force=False, min_start=150, margin=60):
+    """``gpu_cells.sh --parallel auto``: how many cells to run side by side, 1..``most``.
+
+    The count under which most cells of ``estimates`` (``(name, seconds alone)``)
+    finish inside ``budget`` by :func:`plan_job`'s rules, a cell finishing when its
+    estimate beside the others fits the time left less ``margin``; a tie goes to
+    more cells side by side (more of the card used). Four cells side by side each run
+    2.16x slower than alone (:func:`shared_slowdown`), so when the first cells are
+    long, fewer at once finish more of them rather than cutting all four short.
+    Returns ``(parallel, cells that finish)``.
+    """
+    best = None
+    for p in range(1, most + 1):
+        done = sum(start is not None and not cut for _, start, cut, _ in
+                   _simulate(estimates, budget, p, force, min_start, margin))
+        if best is None or done >= best[1]:
+            best = (p, done)
+    return best
 
 
 #: Ways a batched CNN step can run besides eager, in order of preference on a tie.
