@@ -46,4 +46,7 @@ def train_seq(out, progress, paradigm, switch_step, attention, **options):
     for h in result["history"]:
         bleu_text = "" if h["val_bleu"] is None else f"{h['val_bleu']:.4f}"
         click.echo(f"{h['step']}\t{h['val_perf']:.4f}\t{bleu_text}")
+    if result["stopped_at"] is not None:
+        click.echo(f"Stopped at step {result['stopped_at']} of {result['config']['steps']} by "
+                   "--time-limit; the same command without it continues.")
     click.echo(f"Wrote {os.path.join(out, 'history.json')} and eval_<step>.npz")

@@ -63,6 +63,20 @@ def test_train_seq_writes_history(tmp_path, shared_data, torch_one_thread):
     history = json.loads((out / "history.json").read_text())
     assert [h["step"] for h in history] == [0, 10, 20]
     assert r.output.splitlines()[0] == "step\tval_perf\tval_bleu"
+    assert "Stopped" not in r.output
+
+
+def test_train_seq_says_where_a_time_limit_stopped_it(tmp_path, shared_data, torch_one_thread):
+    out = tmp_path / "u"
+    args = ["train-seq", "--dataset", "sst2", "--data-dir", shared_data / "sst2", "--out", out,
+            *TINY[:12], "--device", "cpu", "--no-progress"]
+    r = run(*args, "--time-limit", "1e-9")
+    assert r.exit_code == 0, r.output
+    assert "Stopped at step 10 of 20 by --time-limit" in r.output
+    assert [h["step"] for h in json.loads((out / "history.json").read_text())] == [0, 10]
+    r = run(*args)                                       # continues to the end
+    assert r.exit_code == 0 and "Stopped" not in r.output
+    assert [h["step"] for h in json.loads((out / "history.json").read_text())] == [0, 10, 20]
 
 
 def _bad(tmp_path):
