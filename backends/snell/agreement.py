@@ -42,7 +42,6 @@ from minimal_attn.backends.snell.row_proxies import (
     proxy_key,
     proxy_rows,
     read_cache,
-    start_logistic,
 )
 from minimal_attn.backends.snell.train import SeqTrainConfig, load_run, train_seq
 from minimal_attn.backends.snell.workers import run_jobs
@@ -135,40 +134,35 @@ def _run_agreement(c, out_dir, progress, log):
     task, base = prepare(c, out_dir, proxy_too=True)
     key = proxy_key(task, c)
     logistic_key = f"{key}/{LOGISTIC_RULE}"     # an older rule's cache is fitted again
-    logistic = start_logistic(task, c, os.path.join(out_dir, "logistic.npz"), logistic_key)
-    try:
-        # the paradigm trains the models whose alpha is compared; beta^uf and the frozen beta
-        # stay Snell's SA probes of the data, so every paradigm is compared with the same ones
-        snell = replace(base, paradigm="sa", switch_step=None)
-        runs = {"standard": base, "second": replace(base, seed=c.seed + 1),
-                "uniform": replace(snell, attention="uniform")}
-        if c.task == "classify" and c.frozen:
-            runs["frozen"] = replace(snell, attention="frozen")
-        share = model_time_limit(c.time_limit, len(runs) + (c.workers > 1), c.workers)
-        jobs = {name: (_train_model, (c, out_dir, name, replace(rc, time_limit=share)),
-                       rc.steps)
-                for name, rc in runs.items()}
-        if c.workers > 1:            # the proxy, the longest job on a CPU, first and beside
-            jobs = {"proxy": (_fit_proxy, (c, out_dir, key), 1), **jobs}   # the models
-        # each worker with its share of this process's threads (more oversubscribes a CPU:
-        # 2 workers of 2 threads on 2 cores ran 4.7x slower than 1 after another)
-        run_jobs(jobs, c.workers, task, progress, log, label="models",
-                 threads=max(1, torch.get_num_threads() // min(c.workers, len(jobs))))
-        loaded = {name: load_run(os.path.join(out_dir, "runs", name)) for name in runs}
-        px = _fit_proxy(c, out_dir, key, task=task, progress=progress)
-        lg = None
-        if c.task == "classify" and c.logistic:
-            tick = counter(progress, "logistic", 1)
-            tick(0)
-            lg = cached_rows(os.path.join(out_dir, "logistic.npz"), logistic_key,
-                             lambda: logistic_rows(task, c, logistic))
-            tick()
-        result = assemble(c, task, loaded, px, lg)
-        _write_outputs(out_dir, c.dataset, result, task)
-        return result
-    finally:
-        if logistic is not None:
-            logistic[0].terminate()              # done, or no longer wanted
+    # the paradigm trains the models whose alpha is compared; beta^uf and the frozen beta
+    # stay Snell's SA probes of the data, so every paradigm is compared with the same ones
+    snell = replace(base, paradigm="sa", switch_step=None)
+    runs = {"standard": base, "second": replace(base, seed=c.seed + 1),
+            "uniform": replace(snell, attention="uniform")}
+    if c.task == "classify" and c.frozen:
+        runs["frozen"] = replace(snell, attention="frozen")
+    share = model_time_limit(c.time_limit, len(runs) + (c.workers > 1), c.workers)
+    jobs = {name: (_train_model, (c, out_dir, name, replace(rc, time_limit=share)),
+                   rc.steps)
+            for name, rc in runs.items()}
+    if c.workers > 1:            # the proxy, the longest job on a CPU, first and beside
+        jobs = {"proxy": (_fit_proxy, (c, out_dir, key), 1), **jobs}   # the models
+    # each worker with its share of this process's threads (more oversubscribes a CPU:
+    # 2 workers of 2 threads on 2 cores ran 4.7x slower than 1 after another)
+    run_jobs(jobs, c.workers, task, progress, log, label="models",
+             threads=max(1, torch.get_num_threads() // min(c.workers, len(jobs))))
+    loaded = {name: load_run(os.path.join(out_dir, "runs", name)) for name in runs}
+    px = _fit_proxy(c, out_dir, key, task=task, progress=progress)
+    lg = None
+    if c.task == "classify" and c.logistic:
+        tick = counter(progress, "logistic", 1)
+        tick(0)
+        lg = cached_rows(os.path.join(out_dir, "logistic.npz"), logistic_key,
+                         lambda: logistic_rows(task, c))
+        tick()
+    result = assemble(c, task, loaded, px, lg)
+    _write_outputs(out_dir, c.dataset, result, task)
+    return result
 
 
 def model_time_limit(time_limit, jobs, workers):
