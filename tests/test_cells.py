@@ -90,6 +90,42 @@ def test_provenance_of_a_copy_names_the_commit_it_was_made_from(monkeypatch, tmp
         assert (p["commit"], p["dirty"]) == ("f" * 40, dirty)
 
 
+def test_provenance_names_the_commit_the_cell_started_from(monkeypatch, tmp_path):
+    """A commit made while a cell runs is not the code that ran."""
+    monkeypatch.delenv("ATTN_DYN_COMMIT", raising=False)
+    repo = str(tmp_path / "repo")
+
+    def git(*args):
+        subprocess.run(["git", "-C", repo, "-c", "user.name=t", "-c", "user.email=t@t",
+                        *args], check=True, capture_output=True)
+        return subprocess.run(["git", "-C", repo, "rev-parse", "HEAD"], capture_output=True,
+                              text=True).stdout.strip()
+    os.makedirs(repo)
+    git("init", "-q")
+    (tmp_path / "repo" / "a.py").write_text("x = 1\n")
+    git("add", "a.py")
+    first = git("commit", "-q", "-m", "one")
+    source = results_store.code_source(repo)
+    assert source == (first, False)
+    (tmp_path / "repo" / "a.py").write_text("x = 2\n")   # edited and committed meanwhile
+    second = git("commit", "-q", "-am", "two")
+    assert results_store.provenance(1.0, repo=repo, source=source)["commit"] == first
+    assert results_store.provenance(1.0, repo=repo)["commit"] == second != first
+    # run_cell takes the source before its runner runs
+    seen = []
+
+    def runner(cell, data_dir, work, device, log, control=None):
+        seen.append(True)
+        monkeypatch.setattr(cells, "code_source", lambda: ("b" * 40, True))
+        return {"conditions": {}}, {}, "cpu"
+    monkeypatch.setattr(cells, "code_source", lambda: ("a" * 40, False))
+    monkeypatch.setitem(cells.cell_runners.RUNNERS, "synthetic", runner)
+    record = cells.run_cell("tiny-synthetic-copy", None, str(tmp_path / "r"),
+                            str(tmp_path / "w"))
+    assert seen and (record["provenance"]["commit"], record["provenance"]["dirty"]) == \
+        ("a" * 40, False)
+
+
 def test_cells_plot_draws_the_histories_and_names_a_missing_one(tmp_path, torch_one_thread):
     pytest.importorskip("torch")
     work = tmp_path / "w"

@@ -23,7 +23,7 @@ def read_cache(path):
 
 #: How :func:`minimal_attn.logistic_proxy.fit_logistic_sweep` chooses among penalties, as
 #: part of the logistic cache's key (a cache of another rule is fitted again).
-LOGISTIC_RULE = "best-val-accuracy,ties-to-larger-lambda"
+LOGISTIC_RULE = "best-val-accuracy,ties-to-larger-lambda,gtol-lambda/100"
 
 
 def proxy_key(task, c):
@@ -72,8 +72,7 @@ def logistic_args(task):                    # of logistic_proxy.fit_logistic_swe
 
 
 def logistic_rows(task, c):
-    """beta^log rows of each split, from the penalty sweep of A.10 (host-side L-BFGS: 3.5 s
-    for all ten penalties on the whole SST-2, 60,614 sentences, on one core here)."""
+    """beta^log rows of each split, from the penalty sweep of A.10 (host-side L-BFGS)."""
     B, info = logistic_proxy.fit_logistic_sweep(*logistic_args(task))
     rows = {f"{name}_beta_log": [logistic_proxy.beta_log(B, x, t) for x, t in zip(*pairs)]
             for name, pairs in splits(task, c).items()}

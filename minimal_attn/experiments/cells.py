@@ -30,7 +30,7 @@ from typing import Optional
 
 from minimal_attn.errors import InputError
 from minimal_attn.experiments import cell_parts, cell_runners
-from minimal_attn.experiments.results_store import provenance, write_cell
+from minimal_attn.experiments.results_store import code_source, provenance, write_cell
 
 #: Paper-size FCAM cells score the test set and checkpoint every 10 epochs (and at
 #: the end): both are run control and leave the training itself unchanged.
@@ -256,6 +256,7 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
             raise InputError(f"cell {name} needs the folder {cell.data} under the data root "
                              f"({data_root}); see `attn-dyn cells list`", param="data_root")
     work = os.path.join(work_root, name)
+    source = code_source()                  # the code that runs, before it has run
     t0 = time.perf_counter()
     control = {"time_limit": time_limit, "compile": compile}
     result, settings, used = cell_runners.RUNNERS[cell.settings["runner"]](
@@ -264,7 +265,8 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
               "title": cell.title, "settings": settings, "result": result,
               "paper": cell.paper or None,
               "provenance": provenance(time.perf_counter() - t0, used,
-                                       cell.settings.get("protocol"), command)}
+                                       cell.settings.get("protocol"), command,
+                                       source=source)}
     if cell.part is not None:
         record["part"] = dict(cell.part)
     write_cell(results_dir, record)

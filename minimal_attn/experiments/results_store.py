@@ -54,19 +54,25 @@ def _git(*args, cwd=None):
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def provenance(wall_seconds, device="cpu", protocol=None, command=None, repo=None):
-    """Where and how a cell ran: commit, date, device, card, versions, wall time."""
+def code_source(repo=None):
+    """``(commit, dirty)`` of the code as it is now: call it when a cell starts, so that a
+    commit made while the cell runs is not taken for the code that ran."""
     repo = repo or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if os.environ.get("ATTN_DYN_COMMIT"):
         # a copy of the working tree (a GPU machine), whose .git, if any, need not be
         # the copy's: the commit and dirty flag recorded where the copy was made
         # (benchmarks/gpu_cells.sh --prepare, which also checks the files still match)
-        commit = os.environ["ATTN_DYN_COMMIT"]
-        dirty = {"0": False, "1": True}.get(os.environ.get("ATTN_DYN_DIRTY", ""))
-    else:
-        commit = _git("rev-parse", "HEAD", cwd=repo)
-        dirty = _git("status", "--porcelain", "--untracked-files=no", cwd=repo)
-        dirty = None if dirty is None else bool(dirty)
+        return (os.environ["ATTN_DYN_COMMIT"],
+                {"0": False, "1": True}.get(os.environ.get("ATTN_DYN_DIRTY", "")))
+    dirty = _git("status", "--porcelain", "--untracked-files=no", cwd=repo)
+    return _git("rev-parse", "HEAD", cwd=repo), None if dirty is None else bool(dirty)
+
+
+def provenance(wall_seconds, device="cpu", protocol=None, command=None, repo=None,
+               source=None):
+    """Where and how a cell ran: commit, date, device, card, versions, wall time;
+    ``source``: :func:`code_source` when the cell started (default: now)."""
+    commit, dirty = source if source is not None else code_source(repo)
     out = {"commit": commit, "dirty": dirty,
            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "device": str(device), "card": "CPU", "python": platform.python_version(),

@@ -20,7 +20,13 @@ import time
 import traceback
 
 from minimal_attn.errors import InputError
-from minimal_attn.experiments.results_store import cell_path, check_record, provenance, write_cell
+from minimal_attn.experiments.results_store import (
+    cell_path,
+    check_record,
+    code_source,
+    provenance,
+    write_cell,
+)
 
 #: Test hook: ``NAME@EPOCH`` makes the process running cell NAME exit right after the
 #: checkpoint of EPOCH, once (a marker file in its folder remembers it): a killed worker,
@@ -133,6 +139,7 @@ def run_task(task):
     folder = cell_folder(out, cell.name)
     os.makedirs(folder, exist_ok=True)
     log_path = os.path.join(folder, "log.txt")
+    source = code_source()                  # the code that runs, before it has run
     t0 = time.perf_counter()
     with open(log_path, "a") as log_file:
         def log(line):
@@ -154,7 +161,8 @@ def run_task(task):
                       "paper": cell.paper or None,
                       "provenance": provenance(time.perf_counter() - t0, device,
                                                cell.settings.get("protocol"),
-                                               task["command"] or ["attn-dyn", "sweep"])}
+                                               task["command"] or ["attn-dyn", "sweep"],
+                                               source=source)}
             write_cell(out, record)
             outcome.update(ok=True, record=record)
             log(f"-- {cell.name}: done")
