@@ -71,6 +71,12 @@ def check_folder(path, what="data folder", param="data_dir", hint=None):
     return path
 
 
+class DivergedError(InputError):
+    """A run whose loss became non-finite or grew by orders of magnitude: refused like any
+    bad input, unless the caller records it and goes on (a paper-size Table 1 cell keeps
+    the other seeds, :func:`minimal_attn.backends.vr.table1_driver.run_table1`)."""
+
+
 def diverged(what, param="lr"):
     """The error of a run whose loss became non-finite or grew by orders of magnitude."""
-    return InputError(f"{what}: diverged; lower the learning rate {param}", param=param)
+    return DivergedError(f"{what}: diverged; lower the learning rate {param}", param=param)

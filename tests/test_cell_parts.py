@@ -214,3 +214,13 @@ def test_cells_list_gives_parts_and_a_part_runs_from_the_command_line(tmp_path):
     r = runner.invoke(cli, ["cells", "run", "t1-cifar10-m5-authors-sa@9",
                             "--results", str(tmp_path / "r")])
     assert r.exit_code == 2 and "parts 1..4" in r.output and not (tmp_path / "r").exists()
+
+
+def test_diverged_seeds_are_joined_and_counted_beside_the_seeds_that_trained():
+    one, two = _part("c", 1, 2, [0.5, 0.25], [30, 31]), _part("c", 2, 2, [0.75], [32])
+    two["result"]["diverged"] = {"3": "lv seed 3 diverged; lower the learning rate lr"}
+    [joined] = cell_parts.merge([one, two])
+    assert joined["result"]["diverged"] == two["result"]["diverged"]
+    text = results_store.render([one, two])
+    assert "| 3 (+1 diverged: seed 3) |" in text
+    assert "diverged" not in results_store.render([one])

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from minimal_attn import PARADIGMS
 from minimal_attn.cli.main import cli
 from minimal_attn.datasets import hatexplain
+from minimal_attn.errors import InputError
 
 torch = pytest.importorskip("torch")
 from minimal_attn.backends.vr.text_train import (  # noqa: E402
@@ -261,3 +262,39 @@ def test_cli_bad_options_exit_2(toy_dir, args, message):
     r = run(*(base + args + ["--device", "cpu"]))
     assert r.exit_code == 2, r.output
     assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_seed_that_diverges_is_recorded_and_the_others_go_on(toy_dir, tmp_path, monkeypatch):
+    """on_divergence="record": seed 1, given a learning rate of 1e6, diverges for real
+    (check_divergence) and is named; seeds 0 and 2 give the same numbers as without it.
+    The default refuses the run, and a paradigm whose every seed diverges is refused."""
+    from dataclasses import replace
+
+    from minimal_attn.backends.vr.hatexplain_table1 import HateXplainTable1
+    from minimal_attn.errors import DivergedError
+
+    train = TextTrainConfig(epochs=2, batch_size=32, device="cpu")
+    clean, _ = run_hatexplain(HateXplainConfig(train=train, paradigms=("lv",), seeds=3,
+                                               min_count=1), toy_dir)
+    own = HateXplainTable1.run_config
+    bad = {1}
+    monkeypatch.setattr(HateXplainTable1, "run_config", lambda self, p, seed: replace(
+        own(self, p, seed), lr=1e6) if seed in bad else own(self, p, seed))
+    config = HateXplainConfig(train=train, paradigms=("lv",), seeds=3, min_count=1,
+                              on_divergence="record")
+    out = tmp_path / "rec"
+    results, _ = run_hatexplain(config, toy_dir, out_dir=str(out))
+    entry = results["lv"]
+    assert list(entry["diverged"]) == ["1"] and "lv seed 1 diverged" in entry["diverged"]["1"]
+    assert [s["seed"] for s in entry["test"]["per_seed"]] == [0, 2]
+    for k in (0, 2):
+        assert entry["test"]["per_seed"][k // 2]["accuracy"] == \
+            clean["lv"]["test"]["per_seed"][k]["accuracy"]
+    assert json.loads((out / "results.json").read_text())["lv"]["diverged"] == entry["diverged"]
+    with pytest.raises(DivergedError, match="lv seed 1 diverged"):
+        run_hatexplain(replace(config, on_divergence="stop"), toy_dir)
+    bad.update({0, 2})
+    with pytest.raises(DivergedError, match="lv seed 2 diverged"):
+        run_hatexplain(config, toy_dir)
+    with pytest.raises(InputError, match="on_divergence must be stop or record"):
+        run_hatexplain(replace(config, on_divergence="skip"), toy_dir)

@@ -68,6 +68,8 @@ class HateXplainConfig:
     min_count: int = 2                   # training-split count below which a word is <unk>
     max_len: Optional[int] = None        # cut longer posts (None: keep every token)
     threads: Optional[int] = None        # torch CPU threads (None: leave torch's setting)
+    on_divergence: str = "stop"          # or "record": a diverged seed is reported, the
+    #                                      others go on (table1_driver.run_table1)
 
     def run_config(self, paradigm, seed):
         """The TextTrainConfig of one run: its paradigm's own lr (hybrid: sa's, else all's)."""
@@ -87,10 +89,11 @@ def run_hatexplain(config, data_dir, out_dir=None, resume=False, progress=None, 
     line per epoch, per-seed results and warnings; ``on_epoch(record)``: each
     history record. Returns ``(results, meta)``:
     ``results[paradigm]["train"|"test"]["accuracy"|"saif"]`` are means over
-    seeds (fractions), with ``_std``, ``per_seed``, heat maps and post counts.
+    seeds (fractions), with ``_std``, ``per_seed``, heat maps and post counts, and
+    ``diverged`` (seed -> error) where ``config.on_divergence`` is ``"record"``.
     """
     return run_table1(HateXplainTable1(config, data_dir), out_dir, resume, progress, log,
-                      on_epoch)
+                      on_epoch, on_divergence=config.on_divergence)
 
 
 class HateXplainTable1:

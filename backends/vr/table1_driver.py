@@ -26,7 +26,7 @@ image mosaics, the NumPy linear FCAM's vector mosaics) and
 import os
 from typing import Optional, Protocol, Sequence
 
-from minimal_attn.errors import InputError
+from minimal_attn.errors import DivergedError, InputError
 from minimal_attn.experiments.config import check_writable, resume_note
 from minimal_attn.experiments.io import undo_on_refusal
 from minimal_attn.experiments.train_loop import checkpoint_path
@@ -69,7 +69,8 @@ class Table1Data(Protocol):
 def _is_checkpoint(path):
     return os.path.basename(os.path.dirname(path)) == "checkpoints" and ".ckpt" in path
 
-def run_table1(data, out=None, resume=False, progress=None, log=None, on_epoch=None):
+def run_table1(data, out=None, resume=False, progress=None, log=None, on_epoch=None,
+               on_divergence="stop"):
     """Train every paradigm and seed of ``data`` (a :class:`Table1Data`); write to ``out``.
 
     ``progress(length, label)``: a per-epoch progress bar factory; ``log(line)``:
@@ -77,7 +78,16 @@ def run_table1(data, out=None, resume=False, progress=None, log=None, on_epoch=N
     each epoch's history record. Returns ``(results, meta)``:
     ``results[paradigm]["train"|"test"]`` holds the means over seeds (fractions)
     with ``_std``, ``per_seed`` and the heat map; ``meta`` is config.json.
+
+    ``on_divergence``: ``"stop"`` refuses the whole run when one seed diverges
+    (:class:`~minimal_attn.errors.DivergedError`); ``"record"`` (seeds trained one by one)
+    keeps that seed out of the means, names it in ``results[paradigm]["diverged"]``
+    (seed -> the error) and goes on, so a paper-size run reports how many of its seeds
+    the paper's rates carry through; a paradigm whose every seed diverges is refused.
     """
+    if on_divergence not in ("stop", "record"):
+        raise InputError(f"on_divergence must be stop or record, got {on_divergence!r}",
+                         param="on_divergence")
     log = log or (lambda line: None)
     data.check()
     if resume and out is None:
@@ -92,9 +102,15 @@ def run_table1(data, out=None, resume=False, progress=None, log=None, on_epoch=N
         # a refusal (a diverged run, a checkpoint of other settings) removes this call's
         # new files but keeps the checkpoints other runs wrote: they resume
         with undo_on_refusal(out, keep=_is_checkpoint):
-            runs = {p: _train_paradigm(data, p, out, resume, progress, epoch_done, log)
+            failed = {}
+            runs = {p: _train_paradigm(data, p, out, resume, progress, epoch_done, log,
+                                       failed.setdefault(p, {}) if on_divergence == "record"
+                                       else None)
                     for p in data.paradigms}
             results = {p: data.aggregate(runs[p]) for p in data.paradigms}
+            for p, seeds in failed.items():
+                if seeds:
+                    results[p]["diverged"] = seeds
             meta = data.describe(runs)
             if "hybrid" in runs:
                 meta["hybrid_switch_epochs"] = {str(r["seed"]): r["switch_epoch"]
@@ -106,7 +122,9 @@ def run_table1(data, out=None, resume=False, progress=None, log=None, on_epoch=N
     return results, meta
 
 
-def _train_paradigm(data, p, out, resume, progress, epoch_done, log):
+def _train_paradigm(data, p, out, resume, progress, epoch_done, log, failed=None):
+    """The runs of paradigm ``p``; with ``failed`` (a dict) a seed that diverges is put
+    there (seed -> its error) instead of refusing the run (seeds one by one only)."""
     runs = data.train_seeds(p, out, resume, epoch_done, log)
     if runs:
         for r in runs:
@@ -117,7 +135,14 @@ def _train_paradigm(data, p, out, resume, progress, epoch_done, log):
         config = data.run_config(p, seed)
         if resume and not os.path.exists(checkpoint_path(out, config)):
             log(f"no checkpoint for {p} seed {seed} in {out}: starting fresh")
-        runs.append(data.train_seed(config, out, resume, progress, epoch_done, log))
+        try:
+            runs.append(data.train_seed(config, out, resume, progress, epoch_done, log))
+        except DivergedError as err:
+            if failed is None or len(failed) + 1 == len(data.seeds):
+                raise                          # refused, or no seed left to report
+            failed[str(seed)] = str(err)
+            log(f"{p} seed {seed}: {err}; recorded, the other seeds go on")
+            continue
         _report(runs[-1], log)
     return runs
 

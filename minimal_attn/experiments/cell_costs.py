@@ -20,21 +20,26 @@ from minimal_attn.experiments import cell_runners
 STEP_MS = {"h100": (8.1, 2.63), "h200": (6.1, 1.97), "cpu": (0.0, 286.0)}
 CARDS = tuple(STEP_MS)
 #: Seconds per unit of work of the other cells, from what was measured (rough):
-#: * hatexplain: one seed-epoch of the text FCAM (CPU: 4 paradigms x 3 seeds x 10
-#:   epochs took about 3.5 min; GPU: assumed 3x faster, not yet measured);
+#: * hatexplain: one seed-epoch of the text FCAM by embedding, everything of the cell
+#:   included (CPU, 2026-11-26, the paper-size cells: 12 seeds x 10 epochs took 49-65 s with
+#:   the standard embedding and about 200 s with self-attention; GPU: assumed 3x faster,
+#:   not yet measured);
 #: * agreement: one step of one of the 4 models of a row, everything else of the row
 #:   included, for SST-2 (classify) and Multi30k (translate) at the paper's widths
-#:   (CPU, one thread, after the host-side speed-ups: about 0.10 and 0.19 s,
-#:   benchmarks/README.md; H200 before them: 1,000 steps of the SST-2 row did not
-#:   finish in 120 s, most of it the proxy on the host, so at most 0.03 s a step is
-#:   assumed, and twice that for translation, as on the CPU; not yet measured);
+#:   (CPU: the paper-size SST-2 row, t2-sst2, took 1,029 s with two threads, 0.065 s a
+#:   step all in; Multi30k 0.19 s at one thread, benchmarks/README.md; H200 before the
+#:   host-side speed-ups: 1,000 steps of the SST-2 row did not finish in 120 s, most of
+#:   it the proxy on the host, so at most 0.03 s a step is assumed, and twice that for
+#:   translation; not yet measured);
 #: * synthetic: one step of 20 seeds, both conditions (H200: `synthetic copy
 #:   --paper-size --seeds 20 --steps 500` took 66 s); the multi-head cell adds its
 #:   head screening (x 3).
-UNIT_SECONDS = {"hatexplain": {"h100": 0.6, "h200": 0.6, "cpu": 1.75},
+UNIT_SECONDS = {"hatexplain": {"h100": {"standard": 0.18, "self-attention": 0.55},
+                               "h200": {"standard": 0.18, "self-attention": 0.55},
+                               "cpu": {"standard": 0.55, "self-attention": 1.65}},
                 "agreement": {"h100": {"classify": 0.04, "translate": 0.08},
                               "h200": {"classify": 0.03, "translate": 0.06},
-                              "cpu": {"classify": 0.10, "translate": 0.19}},
+                              "cpu": {"classify": 0.065, "translate": 0.19}},
                 "synthetic": {"h100": 0.17, "h200": 0.13, "cpu": 6.0}}
 #: A job's working time: cells longer than this on a card need more than one job.
 JOB_SECONDS = 480
@@ -55,7 +60,7 @@ def estimate_seconds(cell, card):
         return steps * step * (1 + c.n_test / (3 * c.eval_every * c.n_train))
     unit = UNIT_SECONDS[s["runner"]][card]
     if s["runner"] == "hatexplain":
-        return s["seeds"] * s["epochs"] * unit
+        return s["seeds"] * s["epochs"] * unit[s["embedding"]]
     if s["runner"] == "agreement":
         per_model = (cell_runners.TINY_AGREEMENT["steps"] if s.get("size") == "tiny" else
                      {"classify": 4000, "translate": 20000}[s["task"]])

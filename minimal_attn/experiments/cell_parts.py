@@ -93,6 +93,9 @@ def join(name, parts):
         result["train_seconds"] = sum(r.get("train_seconds") or 0.0 for r in results)
         for key in ("stopped_epochs", "epochs_run", "time_limited"):
             result[key] = {seed: v for r in results for seed, v in (r.get(key) or {}).items()}
+        diverged = {seed: v for r in results for seed, v in (r.get("diverged") or {}).items()}
+        if diverged:
+            result["diverged"] = diverged
     else:                                            # synthetic: fractions over seeds
         result = {"conditions": {}}
         for cond in results[0]["conditions"]:

@@ -192,7 +192,11 @@ def _table1(records):
         ref = (f"{paper['saif']} / {paper['accuracy']}" if paper else "-")
         trained = (f", trained {res['train_seconds'] / 60:.0f} min"
                    if res.get("train_seconds") else "")
-        lines.append(f"| {r['title']} | {r['scale']} | {len(res['test']['saif']['per_seed'])} "
+        diverged = res.get("diverged") or {}
+        seeds = len(res["test"]["saif"]["per_seed"])
+        seeds = f"{seeds} (+{len(diverged)} diverged: seed {', '.join(diverged)})" \
+            if diverged else seeds
+        lines.append(f"| {r['title']} | {r['scale']} | {seeds} "
                      f"| {_pct(res['test']['saif'])} | {_pct(res['test']['accuracy'])} "
                      f"| {_epochs(res)} | {ref} "
                      f"| {_short(r)}{trained} |")

@@ -19,7 +19,7 @@ from typing import Optional, Union
 
 from minimal_attn import losses
 from minimal_attn.datasets.splits import paper_setting  # noqa: F401 (re-exported)
-from minimal_attn.errors import InputError, check_paradigm
+from minimal_attn.errors import DivergedError, InputError, check_paradigm
 from minimal_attn.experiments import checkpoints
 
 #: The paper's learning rates (Appendix A.2): dataset -> loss paradigm -> lr.
@@ -207,7 +207,8 @@ def collapse_warnings(history, m, rising=3):
 
 
 def check_divergence(loss, history, config, after=None):
-    """Raise InputError when the loss is non-finite or grew by orders of magnitude.
+    """Raise :class:`~minimal_attn.errors.DivergedError` when the loss is non-finite or
+    grew by orders of magnitude.
 
     ``loss``: the epoch's mean loss; ``after``: the loss on one batch after the
     epoch (an epoch of one step shows a blow-up only there).
@@ -215,9 +216,9 @@ def check_divergence(loss, history, config, after=None):
     reference = max(math.log(config.n_classes), history[0]["loss"] if history else 0.0)
     for value in (loss, loss if after is None else after):
         if not math.isfinite(value) or value > DIVERGE * reference:
-            raise InputError(f"{config.paradigm} seed {config.seed} diverged; lower the "
-                             f"learning rate lr (loss {value:.4g} in epoch "
-                             f"{len(history) + 1})", param="lr")
+            raise DivergedError(f"{config.paradigm} seed {config.seed} diverged; lower "
+                                f"the learning rate lr (loss {value:.4g} in epoch "
+                                f"{len(history) + 1})", param="lr")
     return loss
 
 
