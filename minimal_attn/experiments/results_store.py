@@ -161,9 +161,9 @@ def _short(record):
 
 def _table1_order(record):
     """Scale, data set, m and protocol, then the paradigms in the paper's order."""
-    s, paradigm = record["settings"], record["cell"].rsplit("-", 1)[-1]
+    s, (head, paradigm) = record["settings"], record["cell"].rsplit("-", 1)
     rank = ("sa", "ha", "lv", "hybrid")
-    return (SCALES.index(record["scale"]), str(s.get("dataset", s.get("embedding", ""))),
+    return (SCALES.index(record["scale"]), str(s.get("dataset") or head),
             s.get("m", 0), str(s.get("protocol") or ""),
             rank.index(paradigm) if paradigm in rank else len(rank), record["cell"])
 
