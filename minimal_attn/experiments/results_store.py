@@ -161,7 +161,8 @@ def _short(record):
 
 def _table1_order(record):
     """Scale, data set, m and protocol, then the paradigms in the paper's order."""
-    s, (head, paradigm) = record["settings"], record["cell"].rsplit("-", 1)
+    s, name = record["settings"], record["cell"]
+    head, paradigm = name.rsplit("-", 1)[0], name.rsplit("-", 1)[-1]
     rank = ("sa", "ha", "lv", "hybrid")
     return (SCALES.index(record["scale"]), str(s.get("dataset") or head),
             s.get("m", 0), str(s.get("protocol") or ""),
