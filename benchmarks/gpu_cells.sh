@@ -118,8 +118,8 @@ elif not parallel.isdigit() or int(parallel) < 1:
     sys.exit(f"Error: --parallel must be a count >= 1 or auto, got {parallel!r}")
 else:
     print(f"# parallel {parallel}")
-for n, data, alone in rows:
-    print(n, data, f"{alone / 60:.1f}", round(alone * shared_slowdown(int(parallel))))
+for n, folder, alone in rows:
+    print(n, folder, f"{alone / 60:.1f}", round(alone * shared_slowdown(int(parallel))))
 PYEOF
 }
 # PLAN: the cells, one line each; N: how many run side by side (--parallel, or auto's choice)

@@ -14,7 +14,7 @@ import click
 from minimal_attn.cli.options import CONTEXT, default
 from minimal_attn.experiments import cell_costs as costs
 from minimal_attn.experiments import cells as lib
-from minimal_attn.experiments.results_store import write_report
+from minimal_attn.experiments.results_store import code_source, write_report
 from minimal_attn.experiments.train_loop import COMPILE_MODES
 
 RESULTS, WORK = default(lib.run_cell, "results_dir"), default(lib.run_cell, "work_root")
@@ -99,11 +99,12 @@ def run_cells(names, data_root, results_dir, work, device, time_limit, compile_m
     """
     for name in names:
         lib.get_cell(name)                       # refuse an unknown name before any work
+    source = code_source()      # this process runs the code it loaded now, for every cell
     for name in names:
         record = lib.run_cell(name, data_root, results_dir, work, device,
                               log=lambda line: click.echo(line, err=True),
                               command=["attn-dyn", *sys.argv[1:]], time_limit=time_limit,
-                              compile=compile_mode)
+                              compile=compile_mode, source=source)
         p = record["provenance"]
         click.echo(f"{name}: done in {p['wall_seconds']} s on {p['card']}; wrote "
                    f"{results_dir}/cells/{name}.json")

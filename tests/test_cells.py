@@ -127,6 +127,10 @@ def test_provenance_names_the_commit_the_cell_started_from(monkeypatch, tmp_path
                             str(tmp_path / "w"))
     assert seen and (record["provenance"]["commit"], record["provenance"]["dirty"]) == \
         ("a" * 40, False)
+    # a caller that runs several cells in one process passes the source it took first
+    record = cells.run_cell("tiny-synthetic-copy", None, str(tmp_path / "r"),
+                            str(tmp_path / "w"), source=("c" * 40, False))
+    assert record["provenance"]["commit"] == "c" * 40
 
 
 def test_cells_plot_draws_the_histories_and_names_a_missing_one(tmp_path, torch_one_thread):

@@ -224,8 +224,12 @@ def unfinished(results_dir="results", scale="paper"):
 
 
 def run_cell(name, data_root, results_dir="results", work_root="runs/cells", device="auto",
-             log=None, command=None, time_limit=None, compile="none"):
+             log=None, command=None, time_limit=None, compile="none", source=None):
     """Run one cell and write its record; returns the record.
+
+    ``source``: the ``(commit, dirty)`` of the code this process runs
+    (:func:`.results_store.code_source`, taken when it started; default: now, before the
+    cell runs), so that a commit made while cells run is not recorded as their code.
 
     ``time_limit`` (seconds; every cell but HateXplain's): training ends at the
     first epoch boundary (synthetic and Table 2: evaluation) after it, the seeds
@@ -256,7 +260,7 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
             raise InputError(f"cell {name} needs the folder {cell.data} under the data root "
                              f"({data_root}); see `attn-dyn cells list`", param="data_root")
     work = os.path.join(work_root, name)
-    source = code_source()                  # the code that runs, before it has run
+    source = source or code_source()        # the code that runs, before it has run
     t0 = time.perf_counter()
     control = {"time_limit": time_limit, "compile": compile}
     result, settings, used = cell_runners.RUNNERS[cell.settings["runner"]](
