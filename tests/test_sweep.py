@@ -327,3 +327,21 @@ def test_a_record_from_before_a_setting_existed_matches_it_at_its_default(tmp_pa
         cell = Cell("c", "table1", "cpu", "c", dict(now, **changed))
         assert record_status(str(tmp_path), cell) == "stale", changed
     assert record_status(str(tmp_path), Cell("d", "table1", "cpu", "d", now)) == "absent"
+
+
+def test_a_table2_record_from_before_time_limit_existed_is_still_done(tmp_path):
+    """AgreementConfig.time_limit came after Table 2 sweeps wrote records: the cells of a
+    grid now carry it (None), and a record without it is still done."""
+    from minimal_attn.experiments.results_store import write_cell
+    from minimal_attn.experiments.sweep_cell import record_status
+    from minimal_attn.experiments.sweep_table2 import expand
+
+    [cell] = expand({"dataset": ["sst2"], "steps": [20]})
+    assert cell.settings["time_limit"] is None
+    old = {k: v for k, v in cell.settings.items() if k != "time_limit"}
+    write_cell(str(tmp_path), {"format": 1, "cell": cell.name, "kind": "table2",
+                               "scale": cell.scale, "title": cell.title, "settings": old,
+                               "provenance": {}, "result": {"row": []}})
+    assert record_status(str(tmp_path), cell) == "done"
+    [limited] = expand({"dataset": ["sst2"], "steps": [20], "time_limit": [60.0]})
+    assert record_status(str(tmp_path), limited) in ("stale", "absent")

@@ -33,9 +33,10 @@ from minimal_attn.experiments.results_store import (
 #: or a killed driver under the local engine, at a known point.
 CRASH_ENV = "ATTN_DYN_SWEEP_CRASH"
 CRASH_STATUS = 70
-#: Settings of ``attn-dyn train`` added after sweeps wrote records, with their defaults:
-#: a record without one was run at the default.
-ADDED_LATER = {"first_seed": 0, "precision": "fp32"}
+#: Settings added after sweeps wrote records, with their defaults (``attn-dyn train``:
+#: first_seed, precision; ``attn-dyn agreement``: time_limit): a record without one was
+#: run at the default.
+ADDED_LATER = {"first_seed": 0, "precision": "fp32", "time_limit": None}
 
 
 def cell_folder(out, name):
