@@ -28,7 +28,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from minimal_attn.errors import InputError, check_paradigm
+from minimal_attn.errors import DivergedError, InputError, check_paradigm
 from minimal_attn.losses import LOSS_PARADIGMS, phase  # noqa: F401 (re-export)
 
 
@@ -80,8 +80,8 @@ def optimizer_step(optimizer, step):
     except RuntimeError as exc:
         if "overflow" not in str(exc):
             raise
-        raise InputError(f"training diverged at step {step} (the update overflows); "
-                         "lower --lr", param="lr") from None
+        raise DivergedError(f"training diverged at step {step} (the update overflows); "
+                            "lower --lr", param="lr") from None
 
 
 # --------------------------------------------------------------- primitives

@@ -12,7 +12,7 @@ pytest.importorskip("torch")
 from minimal_attn.backends.snell.agreement import AgreementConfig, run_agreement  # noqa: E402
 from minimal_attn.backends.snell.workers import run_jobs  # noqa: E402
 from minimal_attn.cli.main import cli  # noqa: E402
-from minimal_attn.errors import InputError  # noqa: E402
+from minimal_attn.errors import DivergedError, InputError  # noqa: E402
 
 TINY = dict(steps=20, hidden=8, emb=8, out_hidden=8, max_train=200, max_val=40, eval_every=10,
             proxy_d=8, proxy_epochs=2, device="cpu")
@@ -55,6 +55,11 @@ def _refuse(task=None, progress=None, log=None):
     raise InputError("steps must be an integer >= 1, got 0", param="steps")
 
 
+def _diverge(task=None, progress=None, log=None):
+    raise DivergedError("training diverged at step 3 (the loss is not finite); lower --lr",
+                        param="lr")
+
+
 def _crash(task=None, progress=None, log=None):
     os._exit(3)
 
@@ -70,7 +75,11 @@ def test_jobs_report_together_and_refusals_and_crashes_come_back():
     assert heard[-1][:3] == ("models", 8, 8) and sorted(lines) == ["counted 3", "counted 5"]
     with pytest.raises(InputError, match="steps must be an integer >= 1") as err:
         run_jobs({"a": (_count, (3,), 3), "bad": (_refuse, (), 1)}, 2)
-    assert err.value.param == "steps"
+    assert err.value.param == "steps" and not isinstance(err.value, DivergedError)
+    # a divergence in a worker comes back as one (a Table 1 driver may record it)
+    with pytest.raises(DivergedError, match="diverged at step 3") as err:
+        run_jobs({"a": (_count, (3,), 3), "bad": (_diverge, (), 1)}, 2)
+    assert err.value.param == "lr"
     with pytest.raises(RuntimeError, match="worker for dead ended with exit code 3"):
         run_jobs({"dead": (_crash, (), 1)}, 2)
     with pytest.raises(RuntimeError, match="ZeroDivisionError: a bug in a job"):
@@ -78,6 +87,17 @@ def test_jobs_report_together_and_refusals_and_crashes_come_back():
     for bad in (0, 1.5, True):
         with pytest.raises(InputError, match="workers must be an integer >= 1"):
             run_jobs({}, bad)
+
+
+def test_a_model_whose_update_overflows_is_a_divergence(tmp_path, shared_data,
+                                                        torch_one_thread):
+    from minimal_attn.backends.snell.agreement import train_one
+
+    config = AgreementConfig(dataset="sst2", data_dir=str(shared_data / "sst2"),
+                             **dict(TINY, lr=3e38))
+    with pytest.raises(DivergedError, match="training diverged at step"):
+        train_one(config, "learned", str(tmp_path / "m"))
+    assert not (tmp_path / "m").exists()
 
 
 def test_bad_workers_one_line_exit_2_nothing_written(tmp_path, shared_data):

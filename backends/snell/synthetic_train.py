@@ -28,7 +28,7 @@ from minimal_attn.backends.snell.config import (  # noqa: F401 (re-exported)
     SyntheticConfig,
     sized_config,
 )
-from minimal_attn.errors import InputError
+from minimal_attn.errors import DivergedError, InputError
 from minimal_attn.experiments import checkpoints
 from minimal_attn.synthetic_tasks import LENGTH, SEQ_VOCAB, batch_stream
 
@@ -257,8 +257,8 @@ def train_runs(runs, config, checkpoint=None, progress=None, resume=True, log=No
         if done % config.eval_every == 0 or done == config.steps:
             value = float(loss.detach().mean())
             if not np.isfinite(value):
-                raise InputError(f"training diverged at step {done} (loss {value}); lower --lr",
-                                 param="lr")
+                raise DivergedError(f"training diverged at step {done} (loss {value}); "
+                                    "lower --lr", param="lr")
             _record(curves, done, evaluate(params, runs, config,
                                            phases=phases_at(config, done, switches)))
             if config.paradigm == "hybrid" and config.switch_step == "auto":

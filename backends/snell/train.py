@@ -39,7 +39,7 @@ from minimal_attn.backends.snell.eval import batch_loss, evaluate
 from minimal_attn.backends.snell.inputs import check_run, load_embeddings
 from minimal_attn.backends.snell.seq_models import Classifier, Seq2Seq
 from minimal_attn.backends.torch_backend import get_device, optimizer_step, read_torch
-from minimal_attn.errors import InputError
+from minimal_attn.errors import DivergedError, InputError
 from minimal_attn.experiments.checkpoints import (
     checkpoint_header,
     data_fingerprint,
@@ -272,8 +272,8 @@ def _check_finite(first_bad):
     """Raise the divergence of the first step whose loss was not finite, if any."""
     bad = int(first_bad)
     if bad >= 0:
-        raise InputError(f"training diverged at step {bad} (the loss is not finite); "
-                         "lower --lr", param="lr")
+        raise DivergedError(f"training diverged at step {bad} (the loss is not finite); "
+                            "lower --lr", param="lr")
 
 
 def _auto_switch(c, task, history, step):

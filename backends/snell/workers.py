@@ -25,7 +25,7 @@ import queue as queue_module
 import time
 import traceback
 
-from minimal_attn.errors import InputError
+from minimal_attn.errors import DivergedError, InputError
 
 #: Least seconds between a child's progress reports (an evaluation's note and the last
 #: step are always sent).
@@ -86,8 +86,8 @@ def run_jobs(jobs, workers, task=None, progress=None, log=None, threads=1, label
                 done[name] = jobs[name][2]
                 if progress:
                     progress(label, round(sum(done.values())), total, None)
-            elif kind == "refused":
-                raise InputError(rest[0], param=rest[1])
+            elif kind == "refused":                 # as itself: a divergence stays one
+                raise (DivergedError if rest[2] else InputError)(rest[0], param=rest[1])
             else:
                 raise RuntimeError(f"the worker for {name} failed:\n{rest[0]}")
     finally:
@@ -119,7 +119,7 @@ def _child(fn, args, name, threads, inbox):
     try:
         fn(*args, task=None, progress=progress, log=lambda line: inbox.put(("log", name, line)))
     except InputError as err:
-        inbox.put(("refused", name, str(err), err.param))
+        inbox.put(("refused", name, str(err), err.param, isinstance(err, DivergedError)))
     except Exception:                     # noqa: BLE001 (sent to the parent whole)
         inbox.put(("error", name, traceback.format_exc()))
     else:
