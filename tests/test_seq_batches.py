@@ -10,7 +10,12 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence  # noqa
 from minimal_attn.backends.snell import seq_models  # noqa: E402
 from minimal_attn.backends.snell.batches import SplitTensors  # noqa: E402
 from minimal_attn.backends.snell.config import SeqTrainConfig  # noqa: E402
-from minimal_attn.backends.snell.eval import batch_loss, evaluate, list_batch  # noqa: E402
+from minimal_attn.backends.snell.eval import (  # noqa: E402
+    batch_loss,
+    evaluate,
+    length_order,
+    list_batch,
+)
 from minimal_attn.backends.snell.train import build_model  # noqa: E402
 from minimal_attn.datasets.seq import TextTask  # noqa: E402
 
@@ -87,6 +92,23 @@ def test_evaluate_equals_one_example_at_a_time(kind, torch_one_thread):
     assert len(part["alpha"]) == 5 and "beta" not in part
     for a, b in zip(part["alpha"], r["alpha"]):       # example 4 sits in another batch
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_evaluation_batches_group_examples_of_like_size():
+    # sizes T_n L_n by hand: sources of 3, 1, 2, 2, 4 ids, targets of 1, 5, 2, 1, 1 ids
+    # (the final </s> included) give 3, 5, 4, 2, 4; the two 4s keep their order
+    src = [np.arange(3, 3 + k) for k in (3, 1, 2, 2, 4)]
+    tgt = [np.concatenate([np.full(k - 1, 5), [2]]) for k in (1, 5, 2, 1, 1)]
+    task = TextTask("translate", src, tgt, src, tgt, n_vocab=12, n_out=12,
+                    itos=[str(i) for i in range(12)])
+    split = SplitTensors(task, src, tgt, "cpu")
+    assert length_order(split, 5).tolist() == [3, 0, 2, 4, 1]
+    assert length_order(split, 3).tolist() == [0, 2, 1]          # the first n only
+    labels = [np.array([0])] * 5
+    classify = TextTask("classify", src, labels, src, labels, n_vocab=12, n_out=2,
+                        itos=[str(i) for i in range(12)])
+    assert length_order(SplitTensors(classify, src, labels, "cpu"), 5).tolist() == [1, 2, 3,
+                                                                                   0, 4]
 
 
 def test_batch_loss_of_the_split_equals_the_list_route(torch_one_thread):
