@@ -131,9 +131,10 @@ def import_cells(source, results_dir):
     """Copy the records a GPU job returned (SOURCE: its cells_results.tar.gz, or a
     folder of records) into the store.
 
-    Every record is checked before any is written; a complete record already in
-    the store is kept when the incoming one is partial. Then run `attn-dyn cells
-    report` to regenerate the tables.
+    Every record is checked before any is written; a record already in the store
+    is kept when the incoming one is partial and it is complete, or partial and
+    trained further (more epochs or steps in all). Then run `attn-dyn cells report`
+    to regenerate the tables.
     """
     from minimal_attn.experiments.results_import import import_records
 

@@ -58,6 +58,36 @@ def test_a_partial_record_never_replaces_a_complete_one(tmp_path):
         "a": "new, complete", "b": "new, complete", "c@2": "new, partial"}
 
 
+def _cut(name, **result):
+    record = _record(name, cut=True)
+    record["result"].update(result)
+    return record
+
+
+@pytest.mark.parametrize("here, shorter, longer", [
+    # Table 1: epochs summed over seeds (59 + 59 here)
+    ({"epochs_run": {"0": 59, "1": 59}}, {"epochs_run": {"0": 20, "1": 97}},
+     {"epochs_run": {"0": 60, "1": 59}}),
+    # Table 2: steps summed over the row's models
+    ({"steps_run": {"standard": 18000, "uniform": 14000}},
+     {"steps_run": {"standard": 20000, "uniform": 4000}},
+     {"steps_run": {"standard": 18000, "uniform": 16000}}),
+    # synthetic: the steps every seed ran
+    ({"steps_run": 1500}, {"steps_run": 900}, {"steps_run": 1650})])
+def test_a_partial_record_is_replaced_only_by_one_that_trained_further(tmp_path, here,
+                                                                        shorter, longer):
+    results = tmp_path / "results"
+    write_cell(str(results), _cut("a", **here))
+    done = dict(import_records(_archive(tmp_path / "s.tar.gz", {"a.json": _cut("a", **shorter)}),
+                               str(results)))
+    assert done["a"].startswith("kept the partial record here")
+    assert _read(results, "a")["result"] == _cut("a", **here)["result"]
+    done = dict(import_records(_archive(tmp_path / "l.tar.gz", {"a.json": _cut("a", **longer)}),
+                               str(results)))
+    assert done["a"] == "replaced, partial"
+    assert _read(results, "a")["result"] == _cut("a", **longer)["result"]
+
+
 @pytest.mark.parametrize("bad, match", [
     (b"{not json", "not JSON"),
     (json.dumps({"cell": "z"}).encode(), "not a cell record"),

@@ -58,6 +58,19 @@ def complete(record):
     return joined is None or len(joined["present"]) == joined["of"]
 
 
+def progress(record):
+    """How far ``record``'s training got: epochs summed over its seeds (Table 1), steps
+    summed over its models (Table 2) or the steps of its seeds (synthetic); None when the
+    record does not say (a cell without a time limit, always complete)."""
+    result = record.get("result") or {}
+    if result.get("epochs_run"):
+        return sum(result["epochs_run"].values())
+    steps = result.get("steps_run")
+    if isinstance(steps, dict):
+        return sum(steps.values())
+    return steps
+
+
 def merge(records):
     """The records as the tables show them: one row per cell. A complete record wins
     (the whole cell's, else its joined parts); while neither is complete, a partial

@@ -5,8 +5,9 @@ Unpacking it over ``results/cells`` with ``tar`` would let a record cut short by
 time limit replace a complete record of the same cell from an earlier job.
 :func:`import_records` reads every record of the archive (or folder) first and
 refuses the whole import, writing nothing, if one of them is not a cell record;
-then it writes each record unless the store already holds a complete record of
-that cell and the incoming one is partial.
+then it writes each record unless the store already holds a better record of that
+cell: a complete one where the incoming one is partial, or a partial one that trained
+further (more epochs or steps in all) than the incoming partial one.
 """
 
 import json
@@ -14,7 +15,7 @@ import os
 import tarfile
 
 from minimal_attn.errors import InputError
-from minimal_attn.experiments.cell_parts import complete
+from minimal_attn.experiments.cell_parts import complete, progress
 from minimal_attn.experiments.results_store import cell_path, check_record, write_cell
 
 
@@ -71,8 +72,10 @@ def import_records(source, results_dir="results"):
     """Copy the records of ``source`` into ``results_dir``; ``[(cell, what happened)]``.
 
     A complete record already here is never replaced by a partial one (one whose
-    seeds a time limit cut short); otherwise the incoming record wins. Nothing is
-    written unless every incoming record reads as a cell record.
+    seeds a time limit cut short), nor a partial one by a partial one that trained
+    less (:func:`.cell_parts.progress`: a short GPU job must not undo a longer one);
+    otherwise the incoming record wins. Nothing is written unless every incoming
+    record reads as a cell record.
     """
     done = []
     for record in read_incoming(source):
@@ -88,6 +91,13 @@ def import_records(source, results_dir="results"):
             done.append((record["cell"], "kept the complete record here (incoming is "
                                          "partial)"))
             continue
+        if old is not None and not complete(old) and not complete(record):
+            here, there = progress(old), progress(record)
+            if here is not None and there is not None and there < here:
+                done.append((record["cell"], f"kept the partial record here, which trained "
+                                             f"further ({here} against {there} epochs or "
+                                             "steps in all)"))
+                continue
         if old == record:
             done.append((record["cell"], "unchanged"))
             continue
