@@ -30,12 +30,15 @@ disturbed by other jobs than wall time.
 
 ``--json FILE`` also writes the timings (seconds and mosaics/s per variant).
 
-``--profile`` (``step_profile.py``): no timing; one training step of the batched model (after two
-warm-up steps) under ``torch.profiler``, cut into data (the batch's gather),
+``--profile`` (``step_profile.py``): the wall time of a training step of the batched model
+(mean of 5, after the warm-up, without the profiler); then one step under
+``torch.profiler``, cut into data (the batch's gather),
 forward (losses and per-seed bookkeeping), backward and the optimizer step. Per
 part it prints the aten operators dispatched (all, and the outermost ones: a
 call from Python or autograd, not counting the operators it calls inside) and,
-on CUDA, the kernels launched; then the most frequent outermost operators. On
+on CUDA, the kernels launched, the time the kernels kept the card busy (against the
+wall time: far under it, the card waits for the host) and the longest kernels; then the
+most frequent outermost operators. On
 the CPU the whole batch goes through each network in one call (``--chunk``
 defaults to B*m there), as on a GPU, so the counts are the GPU's launches' proxy.
 With ``--compile``, each listed way is profiled; compiled or captured steps as one

@@ -3,6 +3,7 @@ the ``--profile`` half of ``bench_batched_seeds.py`` (its docstring says how to 
 table). Used from there; no command of its own."""
 
 import collections
+import time
 
 import torch
 
@@ -59,7 +60,26 @@ def count_ops(prof):
             collections.Counter(e.name for e in top), others)
 
 
-def profile_step(config, seeds, splits, mode, device, top=12):
+def device_busy(events):
+    """(busy microseconds, Counter of microseconds per kernel name) of the CUDA kernels
+    among ``events``. Busy time is the union of the kernels' intervals (kernels of
+    several streams may overlap); set beside the step's wall time it says whether the
+    card waits for the host (busy well under the wall time) or the host for the card."""
+    from torch.autograd import DeviceType
+
+    kernels = [e for e in events if e.device_type == DeviceType.CUDA]
+    busy, reached = 0.0, float("-inf")
+    for start, end in sorted((e.time_range.start, e.time_range.end) for e in kernels):
+        if end > reached:
+            busy += end - max(start, reached)
+            reached = end
+    per_name = collections.Counter()
+    for e in kernels:
+        per_name[e.name] += e.time_range.end - e.time_range.start
+    return busy, per_name
+
+
+def profile_step(config, seeds, splits, mode, device, top=12, timed_steps=5):
     """Operators (and CUDA kernels) of one batched training step, part by part; with
     ``config.compile`` other than none, the whole step through its runner as one part."""
     from torch.profiler import ProfilerActivity, profile
@@ -84,18 +104,32 @@ def profile_step(config, seeds, splits, mode, device, top=12):
         parts = {config.compile: lambda: trainer.runner(idx, picks, sums, lrs, (phase,))}
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA]
                                            if device.type == "cuda" else [])
-    for warm in [True] * (WARMUP + 2) + [False]:
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    for _ in range(WARMUP + 2):
         trainer.optimizer.zero_grad()
-        counts = {}
-        for name, part in parts.items():
-            if warm:
-                part()
-                continue
-            with profile(activities=activities) as prof:
-                part()
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
-            counts[name] = count_ops(prof)
+        for part in parts.values():
+            part()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(timed_steps):                # the wall time, without the profiler
+        trainer.optimizer.zero_grad()
+        for part in parts.values():
+            part()
+    sync()
+    wall_ms = (time.perf_counter() - t0) / timed_steps * 1e3
+    trainer.optimizer.zero_grad()
+    counts, busy, per_kernel = {}, 0.0, collections.Counter()
+    for name, part in parts.items():
+        with profile(activities=activities) as prof:
+            part()
+            sync()
+        counts[name] = count_ops(prof)
+        part_busy, part_kernels = device_busy(prof.events())
+        busy += part_busy
+        per_kernel += part_kernels
     print(f"one step, {len(seeds)} seeds, paradigm {phase}, mode {mode}, "
           f"chunk {config.chunk}, {config.optimizer}, {config.classifier} classifier, "
           f"compile {config.compile}, precision {config.precision}, "
@@ -107,6 +141,14 @@ def profile_step(config, seeds, splits, mode, device, top=12):
             ("step", [sum(c[i] for c in counts.values()) for i in range(5)])]:
         print(f"{name:<12}{n_all:>10}{n_top:>11}{n_leaf:>14}"
               f"{n_kernels if cuda else '-':>14}{n_launch if cuda else '-':>10}")
+    if cuda:
+        print(f"step wall time {wall_ms:.2f} ms (mean of {timed_steps}, no profiler); CUDA "
+              f"kernels busy {busy / 1e3:.2f} ms of it ({busy / 1e1 / wall_ms:.0f}%); "
+              "the longest kernels, ms a step:")
+        for kernel, us in per_kernel.most_common(top):
+            print(f"  {us / 1e3:8.3f}  {kernel[:110]}")
+    else:
+        print(f"step wall time {wall_ms:.2f} ms (mean of {timed_steps}, no profiler)")
     for name, (*_, names, others) in counts.items():
         print(f"{name}: " + ", ".join(f"{op[6:]} {n}" for op, n in names.most_common(top)))
         if trainer.runner is not None:        # compiled kernels are not aten operators
