@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from minimal_attn.cli.options import CONTEXT, default
+from minimal_attn.cli.options import CONTEXT, ProgressBar, default, progress_option
 from minimal_attn.experiments import cell_costs as costs
 from minimal_attn.experiments import cells as lib
 from minimal_attn.experiments.results_store import code_source, write_report
@@ -91,7 +91,8 @@ def list_cells(card, as_json):
               default=default(lib.run_cell, "compile"), show_default=True,
               help="CNN FCAM cells: run each seed-batched step eagerly (none), through "
                    "torch.compile, or captured whole in a CUDA graph (cudagraph, CUDA only).")
-def run_cells(names, data_root, results_dir, work, device, time_limit, compile_mode):
+@progress_option()
+def run_cells(names, data_root, results_dir, work, device, time_limit, compile_mode, progress):
     """Run the cells NAMES in order; each writes results/cells/NAME.json.
 
     A part NAME@K trains the K-th block of the cell's seeds (`attn-dyn cells
@@ -101,10 +102,11 @@ def run_cells(names, data_root, results_dir, work, device, time_limit, compile_m
         lib.get_cell(name)                       # refuse an unknown name before any work
     source = code_source()      # this process runs the code it loaded now, for every cell
     for name in names:
-        record = lib.run_cell(name, data_root, results_dir, work, device,
-                              log=lambda line: click.echo(line, err=True),
-                              command=["attn-dyn", *sys.argv[1:]], time_limit=time_limit,
-                              compile=compile_mode, source=source)
+        with ProgressBar(progress) as bar:
+            record = lib.run_cell(name, data_root, results_dir, work, device,
+                                  log=lambda line: click.echo(line, err=True),
+                                  command=["attn-dyn", *sys.argv[1:]], time_limit=time_limit,
+                                  compile=compile_mode, source=source, progress=bar)
         p = record["provenance"]
         click.echo(f"{name}: done in {p['wall_seconds']} s on {p['card']}; wrote "
                    f"{results_dir}/cells/{name}.json")

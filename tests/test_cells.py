@@ -54,9 +54,15 @@ def test_a_tiny_cell_writes_its_record_and_the_pages_regenerate(tmp_path, torch_
     pytest.importorskip("torch")
     results, readme = tmp_path / "results", tmp_path / "README.md"
     readme.write_text("intro\n" + results_store.BEGIN + "old\n" + results_store.END + "\nend\n")
+    heard = []
     record = cells.run_cell("tiny-t1-synthetic-sa", None, str(results), str(tmp_path / "w"),
-                            device="cpu", command=["test"])
+                            device="cpu", command=["test"],
+                            progress=lambda *call: heard.append(call))
     saved = json.loads((results / "cells" / "tiny-t1-synthetic-sa.json").read_text())
+    # the seeds batched as one model report the steps of every epoch, each to its end
+    finished = {label for label, done, total, *_ in heard if done == total}
+    assert len(finished) == saved["result"]["epochs_run"]["0"] == 2
+    assert all(0 < done <= total for _, done, total, *_ in heard)
     assert cells.finished("tiny-t1-synthetic-sa", str(results))
     assert not cells.finished("tiny-t1-synthetic-lv", str(results))       # no record
     assert saved == json.loads(json.dumps(record))
@@ -117,7 +123,7 @@ def test_provenance_names_the_commit_the_cell_started_from(monkeypatch, tmp_path
     # run_cell takes the source before its runner runs
     seen = []
 
-    def runner(cell, data_dir, work, device, log, control=None):
+    def runner(cell, data_dir, work, device, log, control=None, progress=None):
         seen.append(True)
         monkeypatch.setattr(cells, "code_source", lambda: ("b" * 40, True))
         return {"conditions": {}}, {}, "cpu"

@@ -164,7 +164,7 @@ class HateXplainTable1:
         return train_text_run(config, self.enc["train"], self.enc["test"], len(self.vocab),
                               out, resume, progress, callback, log)
 
-    def train_seeds(self, paradigm, out, resume, callback, log):
+    def train_seeds(self, paradigm, out, resume, progress, callback, log):
         return None                      # the text FCAM trains its seeds one by one
 
     def aggregate(self, runs):

@@ -70,7 +70,8 @@ def run_config(c, paradigm, seed):
 def run_experiment(c, out=None, resume=False, progress=None, log=None, on_epoch=None):
     """Train every paradigm and seed of ``c`` (an :class:`ExperimentConfig`); write to ``out``.
 
-    ``progress(length, label)``: a per-epoch progress bar factory; ``log(line)``:
+    ``progress(label, done, total, note)``: every step
+    (:mod:`minimal_attn.experiments.progress`); ``log(line)``:
     one line per epoch, the dead-unit report, warnings and per-seed results;
     ``on_epoch(record)``: each epoch's history record. Returns (results, meta)
     (:func:`.table1_driver.run_table1`).
@@ -118,7 +119,7 @@ class MosaicTable1:
         return self.run_one(config, self.train, self.test, out_dir=out, resume=resume,
                             progress=progress, callback=callback, log=log)
 
-    def train_seeds(self, paradigm, out, resume, callback, log):
+    def train_seeds(self, paradigm, out, resume, progress, callback, log):
         """``batch_seeds``: all seeds of ``paradigm`` as one model (None: one by one; a
         single seed too, unless it asks for compile or precision, which only it has)."""
         c = self.c
@@ -127,7 +128,7 @@ class MosaicTable1:
         from minimal_attn.backends.vr.batched_seeds import train_seeds
 
         return train_seeds([self.run_config(paradigm, s) for s in self.seeds],
-                           self.train, self.test, out, resume, callback, log)
+                           self.train, self.test, out, resume, callback, log, progress)
 
     def aggregate(self, runs):
         return aggregate(runs)

@@ -53,7 +53,7 @@ class Table1Data(Protocol):
     def train_seed(self, config, out, resume, progress, callback, log) -> dict:
         """One (paradigm, seed) through ``run_epochs``: its result dict."""
 
-    def train_seeds(self, paradigm, out, resume, callback, log) -> Optional[list]:
+    def train_seeds(self, paradigm, out, resume, progress, callback, log) -> Optional[list]:
         """Every seed of ``paradigm`` at once, or None to train them one by one."""
 
     def aggregate(self, runs) -> dict:
@@ -73,7 +73,8 @@ def run_table1(data, out=None, resume=False, progress=None, log=None, on_epoch=N
                on_divergence="stop"):
     """Train every paradigm and seed of ``data`` (a :class:`Table1Data`); write to ``out``.
 
-    ``progress(length, label)``: a per-epoch progress bar factory; ``log(line)``:
+    ``progress(label, done, total, note)``: every step
+    (:mod:`minimal_attn.experiments.progress`); ``log(line)``:
     one line per epoch, per-seed results and warnings; ``on_epoch(record)``:
     each epoch's history record. Returns ``(results, meta)``:
     ``results[paradigm]["train"|"test"]`` holds the means over seeds (fractions)
@@ -125,7 +126,7 @@ def run_table1(data, out=None, resume=False, progress=None, log=None, on_epoch=N
 def _train_paradigm(data, p, out, resume, progress, epoch_done, log, failed=None):
     """The runs of paradigm ``p``; with ``failed`` (a dict) a seed that diverges is put
     there (seed -> its error) instead of refusing the run (seeds one by one only)."""
-    runs = data.train_seeds(p, out, resume, epoch_done, log)
+    runs = data.train_seeds(p, out, resume, progress, epoch_done, log)
     if runs:
         for r in runs:
             _report(r, log)

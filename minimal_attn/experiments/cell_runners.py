@@ -1,10 +1,11 @@
 r"""How each kind of cell runs: one runner per ``settings["runner"]`` (issue 19).
 
-A runner takes ``(cell, data_dir, work, device, log, control)``, runs the
-cell's experiment through its library call (:func:`.table1.run_experiment`'s
+A runner takes ``(cell, data_dir, work, device, log, control, progress)``, runs
+the cell's experiment through its library call (:func:`.table1.run_experiment`'s
 driver, ``run_hatexplain``, ``run_agreement``, ``run_synthetic``) in the run
-folder ``work`` (a rerun resumes there) and returns ``(result, settings,
-device used)`` for :func:`.cells.run_cell`'s record. The torch backends are
+folder ``work`` (a rerun resumes there), handing it ``log(line)`` and
+``progress(label, done, total, note)`` (:mod:`.progress`), and returns
+``(result, settings, device used)`` for :func:`.cells.run_cell`'s record. The torch backends are
 imported inside the runners, when a cell runs.
 """
 
@@ -36,11 +37,11 @@ def synthetic_size(s):
                 **(tiny if s["size"] == "tiny" else {}))
 
 
-def _run_fcam(cell, data_dir, work, device, log, control=None):
+def _run_fcam(cell, data_dir, work, device, log, control=None, progress=None):
     from minimal_attn.backends.vr.table1 import run_experiment
 
     c = fcam_config(cell, data_dir, device, control)
-    results, meta = run_experiment(c, out=work, resume=True, log=log)
+    results, meta = run_experiment(c, out=work, resume=True, progress=progress, log=log)
     result = fcam_result(results, meta, cell.settings["paradigm"])
     settings = {k: meta[k] for k in ("dataset", "m", "protocol", "optimizer", "focus_init",
                                      "classifier", "stop_loss", "epochs", "batch_size",
@@ -63,7 +64,7 @@ def fcam_result(results, meta, paradigm):
     return result
 
 
-def _run_hatexplain(cell, data_dir, work, device, log, control=None):
+def _run_hatexplain(cell, data_dir, work, device, log, control=None, progress=None):
     from minimal_attn.backends.vr.text_train import (
         HateXplainConfig,
         TextTrainConfig,
@@ -76,7 +77,8 @@ def _run_hatexplain(cell, data_dir, work, device, log, control=None):
                                                     device=device),
                               paradigms=(s["paradigm"],), seeds=s["seeds"],
                               on_divergence="record")
-    results, meta = run_hatexplain(config, data_dir, out_dir=work, resume=True, log=log)
+    results, meta = run_hatexplain(config, data_dir, out_dir=work, resume=True,
+                                   progress=progress, log=log)
     entry = results[s["paradigm"]]
     result = {split: {k: summarise([x[k] for x in entry[split]["per_seed"]])
                       for k in ("accuracy", "saif")} for split in ("train", "test")}
@@ -92,7 +94,7 @@ TINY_AGREEMENT = {"steps": 20, "hidden": 8, "emb": 8, "out_hidden": 8, "max_trai
                   "vocab_size": 200}
 
 
-def _run_agreement(cell, data_dir, work, device, log, control=None):
+def _run_agreement(cell, data_dir, work, device, log, control=None, progress=None):
     from minimal_attn.backends.snell.agreement import AgreementConfig, run_agreement
     from minimal_attn.backends.torch_backend import get_device
 
@@ -105,7 +107,7 @@ def _run_agreement(cell, data_dir, work, device, log, control=None):
     config = AgreementConfig(task=s["task"], dataset=s["dataset"], data_dir=data_dir,
                              device=chosen, workers=workers,
                              time_limit=(control or {}).get("time_limit"), **size)
-    out = run_agreement(config, work)
+    out = run_agreement(config, work, progress=progress, log=log)
     return agreement_result(out), {"task": s["task"], "dataset": s["dataset"],
                                    "time_limit": config.time_limit, **size}, str(device)
 
@@ -121,7 +123,7 @@ def agreement_result(out):
             "steps_run": out["steps_run"], "time_limited": out["time_limited"]}
 
 
-def _run_synthetic(cell, data_dir, work, device, log, control=None):
+def _run_synthetic(cell, data_dir, work, device, log, control=None, progress=None):
     from minimal_attn.backends.snell.synthetic_experiments import run_synthetic
     from minimal_attn.backends.snell.synthetic_train import SyntheticConfig
 
@@ -137,7 +139,7 @@ def _run_synthetic(cell, data_dir, work, device, log, control=None):
                              time_limit=(control or {}).get("time_limit"))
     out = run_synthetic(s["task"], config, seeds=s["seeds"], first_seed=s.get("first_seed", 0),
                         heads=s.get("heads", 8), pool=s.get("pool", 24), out_dir=work,
-                        resume=True)
+                        resume=True, progress=progress, log=log)
     conditions = {name: {"seeds": len(c["seeds"]),
                          "converged_fraction": c["converged_fraction"],
                          "failed_fraction": c["failed_fraction"]}

@@ -224,8 +224,12 @@ def unfinished(results_dir="results", scale="paper"):
 
 
 def run_cell(name, data_root, results_dir="results", work_root="runs/cells", device="auto",
-             log=None, command=None, time_limit=None, compile="none", source=None):
+             log=None, command=None, time_limit=None, compile="none", source=None,
+             progress=None):
     """Run one cell and write its record; returns the record.
+
+    ``log(line)`` hears the run's notes and warnings, ``progress(label, done, total,
+    note)`` every step (:mod:`.progress`; the CLI draws it as bars).
 
     ``source``: the ``(commit, dirty)`` of the code this process runs
     (:func:`.results_store.code_source`, taken when it started; default: now, before the
@@ -264,7 +268,7 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
     t0 = time.perf_counter()
     control = {"time_limit": time_limit, "compile": compile}
     result, settings, used = cell_runners.RUNNERS[cell.settings["runner"]](
-        cell, data_dir, work, device, log or (lambda line: None), control)
+        cell, data_dir, work, device, log or (lambda line: None), control, progress)
     record = {"format": 1, "cell": name, "kind": cell.kind, "scale": cell.scale,
               "title": cell.title, "settings": settings, "result": result,
               "paper": cell.paper or None,
