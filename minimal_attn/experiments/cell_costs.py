@@ -24,10 +24,10 @@ CARDS = tuple(STEP_MS)
 #:   included (CPU, 2026-11-26, the paper-size cells: 12 seeds x 10 epochs took 49-65 s with
 #:   the standard embedding and about 200 s with self-attention; GPU: assumed 3x faster,
 #:   not yet measured);
-#: * agreement: one step of one of the 4 models of a row, everything else of the row
-#:   included, for SST-2 (classify) and Multi30k (translate) at the paper's widths
-#:   (CPU: the paper-size SST-2 row, t2-sst2, took 1,029 s with two threads, 0.065 s a
-#:   step all in; Multi30k 0.19 s at one thread, benchmarks/README.md; H200 before the
+#: * agreement: one step of one of the models of a row (4 for SST-2, 3 for Multi30k),
+#:   everything else of the row included, at the paper's widths (CPU, two threads: the
+#:   paper-size SST-2 row, t2-sst2, took 1,029 s, 0.065 s a step all in; the Multi30k row,
+#:   t2-multi30k, 0.125-0.13 s a step with its evaluations, the proxy 117 s; H200 before the
 #:   host-side speed-ups: 1,000 steps of the SST-2 row did not finish in 120 s, most of
 #:   it the proxy on the host, so at most 0.03 s a step is assumed, and twice that for
 #:   translation; not yet measured);
@@ -39,7 +39,7 @@ UNIT_SECONDS = {"hatexplain": {"h100": {"standard": 0.18, "self-attention": 0.55
                                "cpu": {"standard": 0.55, "self-attention": 1.65}},
                 "agreement": {"h100": {"classify": 0.04, "translate": 0.08},
                               "h200": {"classify": 0.03, "translate": 0.06},
-                              "cpu": {"classify": 0.065, "translate": 0.19}},
+                              "cpu": {"classify": 0.065, "translate": 0.13}},
                 "synthetic": {"h100": 0.17, "h200": 0.13, "cpu": 6.0}}
 #: A job's working time: cells longer than this on a card need more than one job.
 JOB_SECONDS = 480
@@ -64,10 +64,11 @@ def estimate_seconds(cell, card):
     if s["runner"] == "agreement":
         per_model = (cell_runners.TINY_AGREEMENT["steps"] if s.get("size") == "tiny" else
                      {"classify": 4000, "translate": 20000}[s["task"]])
-        steps = 4 * per_model * unit[s["task"]]
+        # the row's models: standard, second, uniform (and frozen, classification only)
+        models = 4 if s["task"] == "classify" else 3
+        steps = models * per_model * unit[s["task"]]
         # on a card the row's models train side by side (cell_runners: --workers 5), taken
         # to share it as the CNN cells do (shared_slowdown; not measured for LSTMs)
-        models = 4 if s["task"] == "classify" else 3
         return steps / (models / shared_slowdown(models) if card != "cpu" else 1) + 60
     size = cell_runners.synthetic_size(s)
     # HA and LV compute the output at every source position: a step cost 5-10x SA's on
