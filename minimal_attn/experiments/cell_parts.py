@@ -58,7 +58,7 @@ def complete(record):
     return joined is None or len(joined["present"]) == joined["of"]
 
 
-def progress(record):
+def training_done(record):
     """How far ``record``'s training got: epochs summed over its seeds (Table 1), steps
     summed over its models (Table 2) or the steps of its seeds (synthetic); None when the
     record does not say (a cell without a time limit, always complete)."""

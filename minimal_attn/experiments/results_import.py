@@ -15,7 +15,7 @@ import os
 import tarfile
 
 from minimal_attn.errors import InputError
-from minimal_attn.experiments.cell_parts import complete, progress
+from minimal_attn.experiments.cell_parts import complete, training_done
 from minimal_attn.experiments.results_store import cell_path, check_record, write_cell
 
 
@@ -73,7 +73,7 @@ def import_records(source, results_dir="results"):
 
     A complete record already here is never replaced by a partial one (one whose
     seeds a time limit cut short), nor a partial one by a partial one that trained
-    less (:func:`.cell_parts.progress`: a short GPU job must not undo a longer one);
+    less (:func:`.cell_parts.training_done`: a short GPU job must not undo a longer one);
     otherwise the incoming record wins. Nothing is written unless every incoming
     record reads as a cell record.
     """
@@ -92,7 +92,7 @@ def import_records(source, results_dir="results"):
                                          "partial)"))
             continue
         if old is not None and not complete(old) and not complete(record):
-            here, there = progress(old), progress(record)
+            here, there = training_done(old), training_done(record)
             if here is not None and there is not None and there < here:
                 done.append((record["cell"], f"kept the partial record here, which trained "
                                              f"further ({here} against {there} epochs or "
