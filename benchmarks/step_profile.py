@@ -108,17 +108,16 @@ def profile_step(config, seeds, splits, mode, device, top=12, timed_steps=5):
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
-    for _ in range(WARMUP + 2):
-        trainer.optimizer.zero_grad()
-        for part in parts.values():
-            part()
-    sync()
+    def steps(n):
+        for _ in range(n):
+            trainer.optimizer.zero_grad()
+            for part in parts.values():
+                part()
+        sync()
+
+    steps(WARMUP + 2)
     t0 = time.perf_counter()
-    for _ in range(timed_steps):                # the wall time, without the profiler
-        trainer.optimizer.zero_grad()
-        for part in parts.values():
-            part()
-    sync()
+    steps(timed_steps)                          # the wall time, without the profiler
     wall_ms = (time.perf_counter() - t0) / timed_steps * 1e3
     trainer.optimizer.zero_grad()
     counts, busy, per_kernel = {}, 0.0, collections.Counter()
