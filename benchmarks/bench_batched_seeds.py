@@ -6,11 +6,11 @@ mosaics (``load_mosaic_splits("synthetic", ...)``), a test evaluation after
 every epoch and a final train and test evaluation per seed.
 
 * **sequential**: ``vr.train.train_run`` once per seed (the plain loop);
-* **batched (loop)** / **batched (grouped)**: a ``BatchedSeeds`` through
-  ``run_seeds``, as ``batched_seeds.train_seeds`` trains it (it ends with the same
-  final evaluations), with per-seed convolutions (the
-  CPU default) or one grouped convolution per layer (the GPU default; channels-last
-  or NCHW).
+* **batched (loop)** / **batched (grouped)** / **batched (unfold)**: a ``BatchedSeeds``
+  through ``run_seeds``, as ``batched_seeds.train_seeds`` trains it (it ends with the
+  same final evaluations), with per-seed convolutions (the CPU default), one grouped
+  convolution per layer (the GPU default; channels-last or NCHW) or one batched
+  matrix product of image patches per layer (``batched.MODES``).
 
 ``--compile none,compile,cudagraph`` adds each batched mode run through
 ``torch.compile`` or captured in CUDA graphs (``TrainConfig.compile``), and
@@ -112,8 +112,8 @@ def main():
     parser.add_argument("--batch", type=int, default=25)
     parser.add_argument("--width", type=float, default=1.0)
     parser.add_argument("--modes", default=None,
-                        help="batched variants, comma list of loop,grouped,grouped_nchw "
-                             "(default: loop on cpu, all three on cuda)")
+                        help="batched variants, comma list of loop,grouped,grouped_nchw,"
+                             "unfold (default: loop on cpu, all four on cuda)")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     parser.add_argument("--optimizer", default="sgd", choices=("sgd", "adam"))
@@ -143,7 +143,7 @@ def main():
         print(f"Error: {err}", file=sys.stderr)
         sys.exit(2)
     torch.set_num_threads(args.threads)
-    modes = (args.modes or ("grouped,grouped_nchw,loop" if device.type == "cuda"
+    modes = (args.modes or ("grouped,grouped_nchw,loop,unfold" if device.type == "cuda"
                           else "loop")).split(",")
     seeds = list(range(args.seeds))
     config = TrainConfig(paradigm=args.paradigm, epochs=args.epochs, batch_size=args.batch,
@@ -154,11 +154,12 @@ def main():
                          else args.batch * args.m)
     if args.profile:
         splits = load_mosaic_splits("synthetic", args.m, max(args.n_train, args.batch), 1)
-        for how in args.compile.split(","):
-            for precision in args.precision.split(","):
-                profile_step(TrainConfig(**{**vars(config), "compile": how,
-                                            "precision": precision}),
-                             seeds, splits, modes[0], device)
+        for mode in modes:
+            for how in args.compile.split(","):
+                for precision in args.precision.split(","):
+                    profile_step(TrainConfig(**{**vars(config), "compile": how,
+                                                "precision": precision}),
+                                 seeds, splits, mode, device)
         return
     splits = load_mosaic_splits("synthetic", args.m, args.n_train, args.n_test)
     variants = {} if args.no_sequential else {"sequential": sequential}

@@ -7,7 +7,7 @@ import numpy as np
 
 #: The seeds and the ways of running their convolutions (``batched.MODES``) the tests use.
 SEEDS = [0, 1, 2]
-MODES = ["loop", "grouped", "grouped_nchw"]
+MODES = ["loop", "grouped", "grouped_nchw", "unfold"]
 
 
 class Store:

@@ -81,6 +81,29 @@ def test_batched_forward_equals_separate_forwards(mode, device, images):
                                atol=1e-12)
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_no_mode_reads_seed_indices_on_the_host(mode, images, monkeypatch):
+    """A CUDA graph replays kernels only: a forward or backward that read a tensor's values
+    on the host (``tolist``, ``item``) could not be captured. Checked on the CPU by making
+    those reads raise while a subset of seeds runs, forward and backward."""
+    batched = stack_fcams([tiny_fcam(s) for s in SEEDS], mode)
+    pick = torch.tensor([2, 0])
+
+    def host_read(*args, **kwargs):
+        raise AssertionError("a tensor's values were read on the host")
+    for name in ("tolist", "item"):
+        monkeypatch.setattr(torch.Tensor, name, host_read)
+    with pytest.raises(AssertionError, match="read on the host"):
+        pick.tolist()                                          # the patch is in force
+    for paradigm in ("sa", "ha"):
+        scores, logits = batched(images[pick], paradigm, pick)
+        (scores.sum() + logits.sum()).backward()
+    monkeypatch.undo()
+    reference = tiny_fcam(2)(images[2], "ha")[1]
+    torch.testing.assert_close(batched(images[pick], "ha", pick)[1][0], reference,
+                               rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("phases", [("sa", "sa", "sa"), ("ha", "ha", "ha"),

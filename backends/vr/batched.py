@@ -34,7 +34,16 @@ same holds for the authors' optimizer. The stacked optimizers are in
 * ``loop`` (CPU default): on the CPU oneDNN's grouped 3-channel first layer is
   about 6x slower than S ordinary ones, so each seed's convolutions run on their
   own (in cache-sized chunks, as :class:`.models.FCAM` does) and only the
-  fully connected layers, loss and update are batched.
+  fully connected layers, loss and update are batched. The seeds are taken
+  from the stacked weights by tensor indexing, never read on the host, so a
+  step in this mode can be captured in a CUDA graph (``TrainConfig.compile``),
+  which removes the cost of its S times more launches.
+* ``unfold``: each convolution as one batched matrix product over the seeds,
+  ``torch.bmm`` of the (S, n*h*w, c_in*k*k) image patches (im2col, a strided
+  view copied once) with the (S, c_in*k*k, c) weights, activations
+  channels-last between layers. It trades the grouped kernels for the
+  matrix-multiply kernels (tensor cores under TF32 or bf16) at the price of
+  the patches' memory, k*k times a layer's input.
 
 Hybrid seeds may be in different phases in one epoch (an automatic switch
 chooses per seed): :meth:`BatchedFCAM.forward` takes the seeds it runs, and
@@ -50,7 +59,7 @@ from minimal_attn.backends.vr.models import CPU_CHUNK
 from minimal_attn.errors import InputError
 
 #: How the seeds' convolutions run: see the module doc.
-MODES = ("loop", "grouped", "grouped_nchw")
+MODES = ("loop", "grouped", "grouped_nchw", "unfold")
 
 
 def _key(name):
@@ -102,23 +111,65 @@ class BatchedConvNet(nn.Module):
     def forward(self, x, seeds=None):
         """Images (S', n, 3, H, W) of ``seeds`` (None: all S) -> outputs (S', n, out)."""
         if self.mode == "loop":
-            ids = range(x.shape[0]) if seeds is None else seeds.tolist()
-            h = torch.stack([self.seed_features(x[k], s) for k, s in enumerate(ids)])
+            convs = self.conv_params(seeds)
+            h = torch.stack([self.seed_features(x_k, convs, k)
+                             for k, x_k in enumerate(x.unbind(0))])
+        elif self.mode == "unfold":
+            h = self.unfold_features(x, seeds)
         else:
             h = self.grouped_features(x, seeds)                        # (S', n, F)
         return self.head(h, seeds)
 
-    def seed_features(self, x, s):
-        """Seed ``s``'s convolutions alone: images (n, 3, H, W) -> features (n, F)."""
-        h = x.contiguous(memory_format=torch.channels_last)            # (n, 3, H, W)
+    def conv_params(self, seeds):
+        """Per convolution, the weights and biases (or None) of ``seeds`` (None: all), one
+        tensor per lane. Selected on the device (no seed index is read on the host) and
+        split by ``unbind``, whose backward is one ``stack`` per parameter (indexing each
+        lane would add S zero-filled stacked gradients)."""
+        out = []
         for kind, p in self.plan[:self.cut]:
             if kind == "conv":
-                b = self.param(p, "bias", None)
-                h = functional.conv2d(h, self.param(p, "weight", None)[s],
-                                      None if b is None else b[s])     # (n, c, h, w)
+                w, b = self.param(p, "weight", seeds), self.param(p, "bias", seeds)
+                out.append((w.unbind(0), [None] * w.shape[0] if b is None else b.unbind(0)))
+        return out
+
+    def seed_features(self, x, convs, k):
+        """Lane ``k``'s convolutions (``convs`` from :meth:`conv_params`) alone: images
+        (n, 3, H, W) -> features (n, F)."""
+        h = x.contiguous(memory_format=torch.channels_last)            # (n, 3, H, W)
+        layers = iter(convs)
+        for kind, p in self.plan[:self.cut]:
+            if kind == "conv":
+                w, b = next(layers)
+                h = functional.conv2d(h, w[k], b[k])                   # (n, c, h, w)
             else:
                 h = p(h)                                               # pool, ReLU, flatten
         return h                                                       # (n, F)
+
+    def unfold_features(self, x, seeds):
+        """Each convolution one ``bmm`` over the seeds (im2col): (S', n, 3, H, W) -> (S', n, F).
+
+        A layer's patches ``h.unfold`` (a view) are copied once into (S', n*h*w, c_in*k*k),
+        in the weights' (c_in, k, k) order; the product comes out (S', n*h*w, c), i.e.
+        channels-last, and is handed on as an (S'*n, c, h, w) view with those strides,
+        which pooling and ReLU keep."""
+        S, n = x.shape[:2]
+        h = x.reshape((S * n,) + x.shape[2:])                          # (S*n, 3, H, W)
+        for kind, p in self.plan[:self.cut]:
+            if kind == "conv":
+                w, b = self.param(p, "weight", seeds), self.param(p, "bias", seeds)
+                c, k = w.shape[1], w.shape[-1]                         # w (S, c, c_in, k, k)
+                rows, cols = h.shape[2] - k + 1, h.shape[3] - k + 1
+                patches = h.unfold(2, k, 1).unfold(3, k, 1)      # (S*n, c_in, rows, cols, k, k)
+                patches = patches.permute(0, 2, 3, 1, 4, 5).reshape(S, n * rows * cols, -1)
+                w_t = w.reshape(S, c, -1).transpose(1, 2)              # (S, c_in*k*k, c)
+                out = torch.bmm(patches, w_t) if b is None else \
+                    torch.baddbmm(b[:, None, :], patches, w_t)         # (S, n*rows*cols, c)
+                h = out.view(S * n, rows, cols, c).permute(0, 3, 1, 2)  # channels-last view
+            elif kind == "flatten":
+                h = h.reshape(S, n, -1)                                # (S, n, c*h*w)
+            else:
+                h = p(h)                                               # pool, ReLU
+        return h
 
     def grouped_features(self, x, seeds):
         """One grouped convolution per layer, one group per seed: (S', n, ...) -> (S', n, F)."""
@@ -185,13 +236,13 @@ class BatchedFCAM(nn.Module):
                 for out, net in zip(outs, nets):
                     out.append(net(part, seeds))
             return [_float32(o) for o in outs]
-        ids = range(x.shape[0]) if seeds is None else seeds.tolist()
+        convs = [net.conv_params(seeds) for net in nets]
         for part in x.split(size, dim=1):
             # loop: every net sees a seed's chunk while it is in cache, as in FCAM.run
             feats = [[] for _ in nets]
-            for k, s in enumerate(ids):
-                for f, net in zip(feats, nets):
-                    f.append(net.seed_features(part[k], s))            # (n, F)
+            for k, part_k in enumerate(part.unbind(0)):
+                for f, net, c in zip(feats, nets, convs):
+                    f.append(net.seed_features(part_k, c, k))          # (n, F)
             for out, f, net in zip(outs, feats, nets):
                 out.append(net.head(torch.stack(f), seeds))            # (S', n, out)
         return [_float32(o) for o in outs]

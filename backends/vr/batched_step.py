@@ -188,8 +188,10 @@ class GraphStep:
         return graph
 
 
-def step_runner(trainer, how, device, mode):
-    """The step of ``trainer`` for ``TrainConfig.compile`` = ``how`` (see the module doc)."""
+def step_runner(trainer, how, device):
+    """The step of ``trainer`` for ``TrainConfig.compile`` = ``how`` (see the module doc);
+    every mode of :data:`.batched.MODES` keeps its seed indices on the device, so each
+    can be captured."""
     if how == "none":
         return None
     if how == "compile":
@@ -197,9 +199,5 @@ def step_runner(trainer, how, device, mode):
     if device.type != "cuda":
         raise InputError(f"compile='cudagraph' captures the step in a CUDA graph and needs "
                          f"a CUDA device, got {device}: use compile='compile' or 'none'",
-                         param="compile")
-    if mode == "loop":
-        raise InputError("compile='cudagraph' needs the grouped convolutions (mode grouped "
-                         "or grouped_nchw): mode loop reads seed indices on the host",
                          param="compile")
     return GraphStep(trainer)

@@ -82,7 +82,7 @@ class BatchedSeeds:
         self._states = None                  # (step count, per-seed states) for save()
         self._step_count = 0
         # how a step runs (config.compile: none, compile or cudagraph; .batched_step)
-        self.runner = step_runner(self, config.compile, device, self.model.focus.mode)
+        self.runner = step_runner(self, config.compile, device)
 
     def steps(self, batch_size):
         return -(-self.stores["train"].n // batch_size)
