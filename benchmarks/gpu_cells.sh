@@ -29,11 +29,13 @@
 # GPU_CELLS_DEVICE=cpu runs the same path on the CPU (a smoke test with tiny-* cells);
 # GPU_CELLS_COMPILE=cudagraph|compile runs the CNN FCAM cells' steps that way (default none);
 # GPU_CELLS_COMPILE=auto first probes, inside the budget (about a minute on a card): the
-# captured way's equality tests against eager on this card, then eager against it at a
-# part's size (bench_batched_seeds.py, 3 seeds, m = 5, HA, Adam); the cells take it when
-# the tests pass and it is at least 1.1x as fast (cell_costs.pick_step), else eager, and
-# the estimates are divided by the speed-up. The captured way: GPU_CELLS_PROBE (default
-# cudagraph; compile on the CPU); the probe's size: GPU_CELLS_PROBE_ARGS.
+# captured way's and the conv modes' equality tests on this card, then the conv modes
+# GPU_CELLS_PROBE_MODES (default grouped_nchw,loop) each eager and captured at a part's
+# size (bench_batched_seeds.py, 3 seeds, m = 5, HA, Adam); the cells take the fastest
+# (--conv-mode, --compile) when the tests pass and it is at least 1.1x as fast as
+# grouped_nchw eager (cell_costs.pick_step), else that, and the estimates are divided by
+# the speed-up. The captured way: GPU_CELLS_PROBE (default cudagraph; compile on the
+# CPU); the probe's size: GPU_CELLS_PROBE_ARGS.
 set -u
 cd "$(dirname "$0")/.."
 
@@ -192,35 +194,39 @@ fi
 
 START=$SECONDS; ROWS=(); FAILED=0; started=0
 mkdir -p runs/cells
-STEP=${GPU_CELLS_COMPILE:-none}; STEP_NOTE=""
-probe_step() {   # GPU_CELLS_COMPILE=auto: leave "way|speed-up|reason" on stdout
+STEP=${GPU_CELLS_COMPILE:-none}; STEP_NOTE=""; CONV=""
+probe_step() {   # GPU_CELLS_COMPILE=auto: leave "mode|way|speed-up|reason" on stdout
   local device=${GPU_CELLS_DEVICE:-cuda} log=runs/cells/step_probe.log passed=0 way test
   way=${GPU_CELLS_PROBE:-$([ "$device" = cpu ] && echo compile || echo cudagraph)}
   case "$way" in
     cudagraph) test=cuda_graph_step_equals_eager ;;
     compile) test=compiled_step_equals_eager ;;
-    *) echo "none|1|eager: GPU_CELLS_PROBE must be cudagraph or compile, got $way"; return ;;
+    *) echo "grouped_nchw|none|1|eager: GPU_CELLS_PROBE must be cudagraph or compile, got $way"
+       return ;;
   esac
   rm -f runs/cells/step_probe.json
-  timeout 90 $PY -m pytest -q -p no:cacheprovider tests/test_batched_step.py -k "$test" \
+  # the captured steps against eager, and each mode against separate models (float64)
+  timeout 90 $PY -m pytest -q -p no:cacheprovider tests/test_batched_step.py \
+    tests/test_torch_batched.py -k "$test or (separate_forwards and $device)" \
     >"$log" 2>&1 && tail -n 1 "$log" | grep -q passed && ! tail -n 1 "$log" | grep -q skipped \
     && passed=1
   # shellcheck disable=SC2086   # the probe's size: words, as given
   timeout 90 $PY benchmarks/bench_batched_seeds.py --device "$device" --seeds 3 --m 5 \
-    --paradigm ha --batch 100 --optimizer adam --classifier lenet --modes grouped_nchw \
+    --paradigm ha --batch 100 --optimizer adam --classifier lenet \
+    --modes "${GPU_CELLS_PROBE_MODES:-grouped_nchw,loop}" \
     --compile "none,$way" --no-sequential \
     ${GPU_CELLS_PROBE_ARGS:---n-train 3000 --n-test 500 --rounds 3} \
     --json runs/cells/step_probe.json >>"$log" 2>&1
-  $PY - "$passed" <<'PYEOF' 2>>"$log" || echo "none|1|eager: the probe failed (runs/cells/step_probe.log)"
+  $PY - "$passed" <<'PYEOF' 2>>"$log" || echo "grouped_nchw|none|1|eager: the probe failed (runs/cells/step_probe.log)"
 import json, sys
 from minimal_attn.experiments.cell_costs import pick_step
 variants = json.load(open("runs/cells/step_probe.json"))["variants"]
-way, gain, reason = pick_step(variants, sys.argv[1] == "1")
-print(f"{way}|{gain:.3f}|{reason}")
+mode, way, gain, reason = pick_step(variants, sys.argv[1] == "1")
+print(f"{mode}|{way}|{gain:.3f}|{reason}")
 PYEOF
 }
 if [ "$STEP" = auto ]; then
-  IFS='|' read -r STEP SPEEDUP STEP_NOTE <<<"$(probe_step)"
+  IFS='|' read -r CONV STEP SPEEDUP STEP_NOTE <<<"$(probe_step)"
   STEP_NOTE="step probe ($(( SECONDS - START )) s): $STEP_NOTE"
   echo "$STEP_NOTE"
   set_plan $(( BUDGET - (SECONDS - START) ))
@@ -231,7 +237,8 @@ run_one() {   # name left: run one cell, leave "STATE|seconds|last line" in runs
   local stop=$(( left > 2 * MARGIN ? left - MARGIN : left / 2 ))
   local stop2=$(( left > 2 * T2_MARGIN ? left - T2_MARGIN : left / 2 ))
   case "$name" in
-    t1-cifar*|cpu-t1-*|tiny-t1-*) limit=(--time-limit "$stop" --compile "$STEP") ;;
+    t1-cifar*|cpu-t1-*|tiny-t1-*) limit=(--time-limit "$stop" --compile "$STEP"
+                                   ${CONV:+--conv-mode "$CONV"}) ;;
     permute-copy*|multihead*|tiny-synthetic*) limit=(--time-limit "$stop") ;;
     t2-*|tiny-t2-*) limit=(--time-limit "$stop2") ;;
   esac

@@ -15,7 +15,7 @@ from minimal_attn.cli.options import CONTEXT, ProgressBar, default, progress_opt
 from minimal_attn.experiments import cell_costs as costs
 from minimal_attn.experiments import cells as lib
 from minimal_attn.experiments.results_store import code_source, write_report
-from minimal_attn.experiments.train_loop import COMPILE_MODES
+from minimal_attn.experiments.train_loop import COMPILE_MODES, CONV_MODES
 
 RESULTS, WORK = default(lib.run_cell, "results_dir"), default(lib.run_cell, "work_root")
 README = "README.md"         # the repository's README, whose results block is generated
@@ -91,8 +91,13 @@ def list_cells(card, as_json):
               default=default(lib.run_cell, "compile"), show_default=True,
               help="CNN FCAM cells: run each seed-batched step eagerly (none), through "
                    "torch.compile, or captured whole in a CUDA graph (cudagraph, CUDA only).")
+@click.option("--conv-mode", type=click.Choice(CONV_MODES), default=None,
+              help="CNN FCAM cells: how the seeds' convolutions run (loop, grouped, "
+                   "grouped_nchw, unfold; `attn-dyn train --help`) [default: grouped_nchw "
+                   "on CUDA, loop on the CPU].")
 @progress_option()
-def run_cells(names, data_root, results_dir, work, device, time_limit, compile_mode, progress):
+def run_cells(names, data_root, results_dir, work, device, time_limit, compile_mode, conv_mode,
+              progress):
     """Run the cells NAMES in order; each writes results/cells/NAME.json.
 
     A part NAME@K trains the K-th block of the cell's seeds (`attn-dyn cells
@@ -106,7 +111,8 @@ def run_cells(names, data_root, results_dir, work, device, time_limit, compile_m
             record = lib.run_cell(name, data_root, results_dir, work, device,
                                   log=lambda line: click.echo(line, err=True),
                                   command=["attn-dyn", *sys.argv[1:]], time_limit=time_limit,
-                                  compile=compile_mode, source=source, progress=bar)
+                                  compile=compile_mode, conv_mode=conv_mode, source=source,
+                                  progress=bar)
         p = record["provenance"]
         click.echo(f"{name}: done in {p['wall_seconds']} s on {p['card']}; wrote "
                    f"{results_dir}/cells/{name}.json")

@@ -45,7 +45,7 @@ from minimal_attn.cli.options import (
     unused_warnings,
 )
 from minimal_attn.errors import InputError
-from minimal_attn.experiments.train_loop import COMPILE_MODES, PRECISIONS
+from minimal_attn.experiments.train_loop import COMPILE_MODES, CONV_MODES, PRECISIONS
 from minimal_attn.experiments.train_report import summary_markdown
 
 D = ExperimentConfig()          # the defaults live in the dataclasses, not here
@@ -179,6 +179,12 @@ def _task_belongs_to_train_seq(ctx, param, value):
               help="With --batch-seeds: run each step eagerly (none), through torch.compile, "
                    "or captured whole in a CUDA graph (cudagraph, CUDA only). Results agree "
                    "with none to float rounding.")
+@click.option("--conv-mode", type=click.Choice(CONV_MODES), default=D.conv_mode,
+              help="With --batch-seeds: how the seeds' convolutions run: each seed's own "
+                   "(loop), one grouped convolution per layer (grouped: channels-last; "
+                   "grouped_nchw), or one batched matrix product of image patches (unfold). "
+                   "Results agree to float rounding [default: grouped_nchw on CUDA, loop "
+                   "on the CPU].")
 @click.option("--precision", type=click.Choice(PRECISIONS), default=D.precision,
               show_default=True,
               help="With --batch-seeds: the arithmetic. bf16: the networks under bfloat16 "

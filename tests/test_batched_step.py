@@ -9,6 +9,7 @@ The reference is the eager step, itself tested equal to torch.optim per seed
 import contextlib
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from minimal_attn.errors import InputError
@@ -75,6 +76,32 @@ def test_default_step_is_eager_and_bad_values_are_refused():
         check_config(ExperimentConfig(compile="compile"))
     check_config(ExperimentConfig(compile="compile", batch_seeds=True))
     assert run_config(ExperimentConfig(compile="cudagraph"), "ha", 3).compile == "cudagraph"
+
+
+def test_conv_mode_reaches_the_model_and_bad_values_are_refused(tmp_path):
+    """ExperimentConfig.conv_mode -> TrainConfig -> the stacked model (None: the
+    device's default)."""
+    from minimal_attn.backends.vr.batched import default_mode
+    from minimal_attn.backends.vr.batched_train import BatchedSeeds
+
+    assert run_config(ExperimentConfig(conv_mode="unfold", batch_seeds=True), "ha",
+                      3).conv_mode == "unfold"
+    assert (default_mode("cpu"), default_mode("cuda:1")) == ("loop", "grouped_nchw")
+    with pytest.raises(InputError, match="conv_mode must be one of loop, grouped, "
+                                         "grouped_nchw, unfold"):
+        TrainConfig(conv_mode="fast")
+    with pytest.raises(InputError, match="set batch_seeds") as err:
+        check_config(ExperimentConfig(conv_mode="loop"))
+    assert err.value.param == ("conv_mode", "batch_seeds")
+    with pytest.raises(InputError, match="conv_mode must be one of"):
+        check_config(ExperimentConfig(conv_mode="im2col", batch_seeds=True))
+    data = SimpleNamespace(X=np.zeros((4, 3, 3, 32, 32), np.float32), y=np.zeros(4, int),
+                           z=np.zeros(4, int))
+    for asked, ran in ((None, "loop"), ("unfold", "unfold"), ("grouped", "grouped")):
+        configs = [TrainConfig(seed=s, device="cpu", conv_mode=asked) for s in (0, 1)]
+        run = BatchedSeeds(configs, data, None,
+                           make_model=lambda seed: tiny_fcam(seed, torch.float32))
+        assert run.model.focus.mode == run.model.classifier.mode == ran
 
 
 @pytest.mark.slow

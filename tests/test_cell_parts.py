@@ -188,21 +188,41 @@ def test_the_step_probe_takes_a_captured_way_only_when_tested_and_faster():
     eager, graph, comp = ("batched (grouped_nchw)", "batched (grouped_nchw, cudagraph)",
                           "batched (grouped_nchw, compile)")
     timed = {eager: {"seconds": 3.0}, graph: {"seconds": 1.5}, comp: {"seconds": 2.0}}
-    way, gain, reason = pick_step(timed, tests_passed=True)
-    assert (way, gain) == ("cudagraph", 2.0) and "compile 1.50x" in reason
+    mode, way, gain, reason = pick_step(timed, tests_passed=True)
+    assert (mode, way, gain) == ("grouped_nchw", "cudagraph", 2.0)
+    assert "compile 1.50x" in reason
     # untested, or not fast enough: eager, and the reason gives the measured ratios
-    way, gain, reason = pick_step(timed, tests_passed=False)
-    assert (way, gain) == ("none", 1.0) and "did not pass" in reason and "2.00x" in reason
-    way, _, reason = pick_step({eager: {"seconds": 1.0}, graph: {"seconds": 0.95}}, True)
+    mode, way, gain, reason = pick_step(timed, tests_passed=False)
+    assert (mode, way, gain) == ("grouped_nchw", "none", 1.0)
+    assert "did not pass" in reason and "2.00x" in reason
+    _, way, _, reason = pick_step({eager: {"seconds": 1.0}, graph: {"seconds": 0.95}}, True)
     assert way == "none" and "1.05x" in reason
     assert pick_step({eager: {"seconds": 1.0}, graph: {"seconds": 0.9}}, True,
-                     min_gain=1.05)[0] == "cudagraph"
-    assert pick_step({eager: {"seconds": 1.0}}, True)[0] == "none"
+                     min_gain=1.05)[1] == "cudagraph"
+    assert pick_step({eager: {"seconds": 1.0}}, True)[:2] == ("grouped_nchw", "none")
     # a tie goes to the CUDA graph (no compiler in the way)
     assert pick_step({eager: {"seconds": 2.0}, graph: {"seconds": 1.0},
-                      comp: {"seconds": 1.0}}, True)[0] == "cudagraph"
-    with pytest.raises(InputError, match="exactly one eager"):
+                      comp: {"seconds": 1.0}}, True)[1] == "cudagraph"
+    with pytest.raises(InputError, match="must time the baseline"):
         pick_step({graph: {"seconds": 1.0}}, True)
+
+
+def test_the_step_probe_picks_the_conv_mode_with_the_way():
+    timed = {"batched (grouped_nchw)": {"seconds": 4.0},
+             "batched (grouped_nchw, cudagraph)": {"seconds": 3.0},
+             "batched (loop)": {"seconds": 5.0},
+             "batched (loop, cudagraph)": {"seconds": 1.0},
+             "batched (loop, cudagraph, bf16)": {"seconds": 0.5}}   # another arithmetic
+    mode, way, gain, reason = pick_step(timed, tests_passed=True)
+    assert (mode, way, gain) == ("loop", "cudagraph", 4.0)
+    assert "loop 0.80x" in reason and "grouped_nchw cudagraph 1.33x" in reason
+    assert pick_step(timed, tests_passed=False)[:3] == ("grouped_nchw", "none", 1.0)
+    # another mode eagerly, faster: taken; on a tie the baseline's mode wins
+    fast_loop = {"batched (grouped_nchw)": {"seconds": 2.0}, "batched (loop)": {"seconds": 1.0},
+                 "batched (grouped_nchw, cudagraph)": {"seconds": 1.0}}
+    assert pick_step(fast_loop, True)[:2] == ("grouped_nchw", "cudagraph")
+    del fast_loop["batched (grouped_nchw, cudagraph)"]
+    assert pick_step(fast_loop, True)[:3] == ("loop", "none", 2.0)
 
 
 def test_cells_list_gives_parts_and_a_part_runs_from_the_command_line(tmp_path):

@@ -73,6 +73,7 @@ def test_a_tiny_cell_writes_its_record_and_the_pages_regenerate(tmp_path, torch_
     assert p["device"] == "cpu" and p["card"] == "CPU" and p["command"] == "test"
     assert p["torch"] and p["wall_seconds"] > 0 and p["date"].startswith("20")
     assert saved["settings"]["optimizer"] == "adam" and saved["settings"]["seeds"] == 2
+    assert saved["settings"]["conv_mode"] == "loop"       # none asked for: the CPU's default
     # pages: stale until written, then up to date
     assert set(results_store.write_report(str(results), str(readme), check=True)) == {
         str(results / "README.md"), str(readme)}
@@ -206,6 +207,10 @@ def test_cells_commands(tmp_path):
     r = runner.invoke(cli, ["cells", "run", "tiny-synthetic-copy", "--compile", "compile",
                             "--results", str(tmp_path / "r")])
     assert r.exit_code == 2 and "CNN FCAM cells" in r.output and not (tmp_path / "r").exists()
+    r = runner.invoke(cli, ["cells", "run", "tiny-synthetic-copy", "--conv-mode", "loop",
+                            "--results", str(tmp_path / "r")])
+    assert r.exit_code == 2 and "--conv-mode applies to the CNN FCAM cells" in r.output
+    assert not (tmp_path / "r").exists()
     r = runner.invoke(cli, ["train", "--compile", "compile", "--out", str(tmp_path / "t")])
     assert r.exit_code == 2 and "--batch-seeds" in r.output and not (tmp_path / "t").exists()
 

@@ -57,9 +57,10 @@ from torch.nn import functional
 from minimal_attn.backends import torch_backend as tb
 from minimal_attn.backends.vr.models import CPU_CHUNK
 from minimal_attn.errors import InputError
+from minimal_attn.experiments.train_loop import CONV_MODES
 
-#: How the seeds' convolutions run: see the module doc.
-MODES = ("loop", "grouped", "grouped_nchw", "unfold")
+#: How the seeds' convolutions run: see the module doc (``TrainConfig.conv_mode``).
+MODES = CONV_MODES
 
 
 def _key(name):
@@ -278,15 +279,21 @@ class BatchedFCAM(nn.Module):
         return scores, torch.stack([tb.infer_lv(scores[k], logits[k]) for k in range(S)])
 
 
+def default_mode(device):
+    """The mode seeds on ``device`` (a torch.device or its name) run in when none is
+    asked for: grouped_nchw on CUDA (the fastest measured there), else loop."""
+    return "grouped_nchw" if str(device).startswith("cuda") else "loop"
+
+
 def stack_fcams(models, mode=None):
     """One :class:`BatchedFCAM` from S :class:`.FCAM` of one architecture (copies the weights).
 
-    ``mode``: one of :data:`MODES` (see the module doc); None: grouped_nchw on CUDA, else loop.
+    ``mode``: one of :data:`MODES` (see the module doc); None: :func:`default_mode`.
     """
     if not models:
         raise InputError("stack_fcams needs at least one model")
     device = next(models[0].parameters()).device
-    mode = mode or ("grouped_nchw" if device.type == "cuda" else "loop")
+    mode = mode or default_mode(device)
     if mode not in MODES:
         raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}", param="mode")
     return BatchedFCAM(BatchedConvNet([m.focus for m in models], mode),

@@ -49,8 +49,8 @@ class BatchedSeeds:
 
     ``configs[k]`` is lane k's ``TrainConfig`` (its ``seed`` picks the start
     ``make_model(seed)``, default :func:`.models.build_fcam_for`, and the
-    shuffling generator); ``mode``: one of :data:`.batched.MODES` (None: grouped
-    on CUDA, loop on the CPU). Implements
+    shuffling generator); ``mode``: one of :data:`.batched.MODES` (None: the configs'
+    ``conv_mode``; if that is None too, grouped_nchw on CUDA, loop on the CPU). Implements
     :class:`minimal_attn.experiments.epochs.SeedTrainer`.
     """
 
@@ -70,7 +70,7 @@ class BatchedSeeds:
         if device.type == "cuda":
             torch.backends.cudnn.benchmark = True                   # as CNNTrainer
         make_model = make_model or (lambda seed: build_fcam_for(config, device, seed))
-        self.model = stack_fcams([make_model(s) for s in self.seeds], mode)
+        self.model = stack_fcams([make_model(s) for s in self.seeds], mode or config.conv_mode)
         self.optimizer = stacked_optimizer(config.optimizer, stacked_parameters(self.model),
                                            config.momentum, ADAM_BETAS, ADAM_EPS)
         self.generators = [torch.Generator().manual_seed(s) for s in self.seeds]

@@ -64,7 +64,7 @@ def run_config(c, paradigm, seed):
                        dataset=paper_setting(c.dataset), n_classes=c.n_classes,
                        chunk=c.chunk, width=c.width, eval_every=c.eval_every,
                        checkpoint_every=c.checkpoint_every, time_limit=c.time_limit,
-                       compile=c.compile, precision=c.precision)
+                       compile=c.compile, conv_mode=c.conv_mode, precision=c.precision)
 
 
 def run_experiment(c, out=None, resume=False, progress=None, log=None, on_epoch=None):
@@ -121,9 +121,11 @@ class MosaicTable1:
 
     def train_seeds(self, paradigm, out, resume, progress, callback, log):
         """``batch_seeds``: all seeds of ``paradigm`` as one model (None: one by one; a
-        single seed too, unless it asks for compile or precision, which only it has)."""
+        single seed too, unless it asks for compile, conv_mode or precision, which only it
+        has)."""
         c = self.c
-        if not c.batch_seeds or c.seeds < 2 and (c.compile, c.precision) == ("none", "fp32"):
+        if not c.batch_seeds or c.seeds < 2 and (c.compile, c.conv_mode, c.precision) == \
+                ("none", None, "fp32"):
             return None
         from minimal_attn.backends.vr.batched_seeds import train_seeds
 

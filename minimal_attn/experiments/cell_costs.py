@@ -157,31 +157,39 @@ def choose_parallel(estimates, budget, most=4, force=False, min_start=150, margi
 CAPTURED = ("cudagraph", "compile")
 
 
-def pick_step(variants, tests_passed, min_gain=1.1):
+def pick_step(variants, tests_passed, min_gain=1.1, baseline="grouped_nchw"):
     """How the CNN FCAM cells of a job should run their steps (``gpu_cells.sh``'s
-    ``GPU_CELLS_COMPILE=auto``): ``(way, speed-up over eager, reason)``.
+    ``GPU_CELLS_COMPILE=auto``): ``(conv mode, way, speed-up, reason)``.
 
-    ``variants`` maps the names ``bench_batched_seeds.py --json`` writes
-    ("batched (grouped_nchw)", "batched (grouped_nchw, cudagraph)", ...) to
-    ``{"seconds": ...}``. A captured way is taken only when its equality tests against
-    eager passed on this card (``tests_passed``) and it is at least ``min_gain``
-    times as fast as eager; else eager ("none"), the way the results so far ran.
+    ``variants`` maps the names ``bench_batched_seeds.py --json`` writes ("batched
+    (grouped_nchw)", "batched (loop, cudagraph)", ...: a conv mode of
+    ``batched.MODES``, then a way of :data:`CAPTURED` or none for eager) to
+    ``{"seconds": ...}``; the speed-up is against ``baseline`` run eagerly, the way the
+    results so far ran. The fastest variant is taken when the card passed the
+    equality tests of the modes and captured steps (``tests_passed``) and it is at
+    least ``min_gain`` times as fast as the baseline; else the baseline.
     """
-    eager = [v["seconds"] for name, v in variants.items() if "," not in name]
-    if len(eager) != 1:
-        raise InputError("the step probe must time exactly one eager variant, got "
+    base = f"batched ({baseline})"
+    if base not in variants:
+        raise InputError(f"the step probe must time the baseline {base!r}, got "
                          f"{sorted(variants)}", param="variants")
     gains = {}
     for name, v in variants.items():
-        how = name.rstrip(")").split(", ")[1:]
-        if len(how) == 1 and how[0] in CAPTURED:
-            gains[how[0]] = eager[0] / v["seconds"]
+        mode, *how = name[len("batched ("):].rstrip(")").split(", ")
+        if name != base and how in ([], ["cudagraph"], ["compile"]):
+            gains[mode, how[0] if how else "none"] = variants[base]["seconds"] / v["seconds"]
     if not gains:
-        return "none", 1.0, "no captured way was timed"
-    best = max(gains, key=lambda h: (gains[h], -CAPTURED.index(h)))
-    shown = ", ".join(f"{h} {g:.2f}x" for h, g in gains.items())
+        return baseline, "none", 1.0, "eager: nothing but the baseline was timed"
+    # a tie goes to the baseline's mode, then to the CUDA graph (no compiler in the way)
+    ways = ("none",) + CAPTURED
+    best = max(gains, key=lambda k: (gains[k], k[0] == baseline, -ways.index(k[1])))
+    shown = ", ".join(f"{m}{'' if h == 'none' else ' ' + h} {g:.2f}x"
+                      for (m, h), g in gains.items())
     if not tests_passed:
-        return "none", 1.0, f"eager: the capture tests did not pass on this card ({shown})"
+        return baseline, "none", 1.0, ("eager: the equality tests did not pass on this "
+                                       f"card ({shown})")
     if gains[best] < min_gain:
-        return "none", 1.0, f"eager: no way is {min_gain:.2f}x faster ({shown})"
-    return best, gains[best], f"{best}: {gains[best]:.2f}x eager, tests passed ({shown})"
+        return baseline, "none", 1.0, f"eager: no way is {min_gain:.2f}x faster ({shown})"
+    mode, way = best
+    return mode, way, gains[best], (f"{mode}, {way}: {gains[best]:.2f}x {baseline} eager, "
+                                    f"tests passed ({shown})")

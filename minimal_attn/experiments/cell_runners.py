@@ -14,8 +14,8 @@ from minimal_attn.experiments.results_store import summarise
 
 def fcam_config(cell, data_dir, device, control=None):
     """The ExperimentConfig of a Table 1 cell; ``control``: how it runs, not what it
-    computes (``time_limit`` in seconds; ``compile``, the step's mode: equal to eager to
-    float rounding)."""
+    computes (``time_limit`` in seconds; ``compile``, the step's mode, and ``conv_mode``,
+    how the seeds' convolutions run: equal to the defaults' results to float rounding)."""
     from minimal_attn.experiments.config import ExperimentConfig, apply_protocol
 
     s = dict(cell.settings)
@@ -38,6 +38,7 @@ def synthetic_size(s):
 
 
 def _run_fcam(cell, data_dir, work, device, log, control=None, progress=None):
+    from minimal_attn.backends.vr.batched import default_mode
     from minimal_attn.backends.vr.table1 import run_experiment
 
     c = fcam_config(cell, data_dir, device, control)
@@ -46,7 +47,9 @@ def _run_fcam(cell, data_dir, work, device, log, control=None, progress=None):
     settings = {k: meta[k] for k in ("dataset", "m", "protocol", "optimizer", "focus_init",
                                      "classifier", "stop_loss", "epochs", "batch_size",
                                      "n_train", "n_test", "width", "lr", "switch_epoch",
-                                     "eval_every", "time_limit", "compile")}
+                                     "eval_every", "time_limit", "compile", "conv_mode")}
+    # the way the convolutions ran, also where the device chose it
+    settings["conv_mode"] = settings["conv_mode"] or default_mode(meta["device"])
     return result, dict(settings, seeds=len(meta["seeds"]), first_seed=meta["seeds"][0]), \
         meta["device"]
 

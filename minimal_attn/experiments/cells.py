@@ -225,7 +225,7 @@ def unfinished(results_dir="results", scale="paper"):
 
 def run_cell(name, data_root, results_dir="results", work_root="runs/cells", device="auto",
              log=None, command=None, time_limit=None, compile="none", source=None,
-             progress=None):
+             progress=None, conv_mode=None):
     """Run one cell and write its record; returns the record.
 
     ``log(line)`` hears the run's notes and warnings, ``progress(label, done, total,
@@ -241,8 +241,9 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
     what was cut short (``result.time_limited``; the epochs or ``steps_run`` beside
     it), so a partial cell is never read as a finished one. ``compile``
     (same cells): how the seed-batched step runs (``none``, ``compile``,
-    ``cudagraph``: :mod:`minimal_attn.backends.vr.batched_step`), recorded in the
-    record's settings.
+    ``cudagraph``: :mod:`minimal_attn.backends.vr.batched_step`) and ``conv_mode``
+    (how its convolutions run, :mod:`minimal_attn.backends.vr.batched`; None: by
+    device), both recorded in the record's settings.
 
     ``data_root`` holds the cell's data folder (``cell.data``: ``cifar10`` the
     subset, ``cifar10-full`` the complete CIFAR-10 as ``cifar-10-batches-py``,
@@ -254,9 +255,10 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
     if time_limit is not None and runner == "hatexplain":
         raise InputError(f"time_limit applies to the CNN FCAM, Table 2 and synthetic cells, "
                          f"not to cell {name}: drop it", param="time_limit")
-    if compile != "none" and runner != "fcam":
-        raise InputError(f"compile applies to the CNN FCAM cells (t1-cifar10-*), not to cell "
-                         f"{name}: drop it", param="compile")
+    for key, value, unset in (("compile", compile, "none"), ("conv_mode", conv_mode, None)):
+        if value != unset and runner != "fcam":
+            raise InputError(f"{key} applies to the CNN FCAM cells (t1-cifar10-*), not to "
+                             f"cell {name}: drop it", param=key)
     data_dir = None
     if cell.data:
         data_dir = os.path.join(data_root, cell.data) if data_root else None
@@ -266,7 +268,7 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
     work = os.path.join(work_root, name)
     source = source or code_source()        # the code that runs, before it has run
     t0 = time.perf_counter()
-    control = {"time_limit": time_limit, "compile": compile}
+    control = {"time_limit": time_limit, "compile": compile, "conv_mode": conv_mode}
     result, settings, used = cell_runners.RUNNERS[cell.settings["runner"]](
         cell, data_dir, work, device, log or (lambda line: None), control, progress)
     record = {"format": 1, "cell": name, "kind": cell.kind, "scale": cell.scale,

@@ -17,6 +17,7 @@ from minimal_attn import PARADIGMS
 from minimal_attn.errors import InputError
 from minimal_attn.experiments.train_loop import (
     COMPILE_MODES,
+    CONV_MODES,
     OPTIMIZERS,
     PRECISIONS,
     paper_setting,
@@ -87,6 +88,8 @@ class ExperimentConfig:
     checkpoint_every: int = 1                  # checkpoint every k epochs (and the last)
     time_limit: Optional[float] = None         # seconds per run: stop at the next epoch end
     compile: str = "none"                      # batch_seeds steps: none, compile, cudagraph
+    conv_mode: Optional[str] = None            # batch_seeds convolutions: CONV_MODES; None:
+    #                                            grouped_nchw on CUDA, loop on the CPU
     precision: str = "fp32"                    # batch_seeds arithmetic: fp32, tf32 (CUDA), bf16
 
 
@@ -145,6 +148,13 @@ def check_config(c):
         if getattr(c, name) not in allowed:
             raise InputError(f"{name} must be one of {', '.join(allowed)}, got "
                              f"{getattr(c, name)!r}", param=name)
+    if c.conv_mode is not None and c.conv_mode not in CONV_MODES:
+        raise InputError(f"conv_mode must be one of {', '.join(CONV_MODES)}, got "
+                         f"{c.conv_mode!r}", param="conv_mode")
+    if c.conv_mode is not None and not c.batch_seeds:
+        raise InputError(f"conv_mode {c.conv_mode!r} applies to seeds trained as one model: "
+                         "set batch_seeds, or leave conv_mode unset", param=("conv_mode",
+                                                                           "batch_seeds"))
     if c.compile != "none" and not c.batch_seeds:
         raise InputError(f"compile {c.compile!r} applies to seeds trained as one model: set "
                          "batch_seeds, or compile 'none'", param=("compile", "batch_seeds"))

@@ -31,7 +31,8 @@ from minimal_attn.errors import InputError, check_paradigm
 from minimal_attn.experiments.config import ExperimentConfig, apply_protocol, check_config
 
 #: Where and how fast, not what: left out of cell names and of the match on rerun.
-OPERATIONAL = ("data_dir", "device", "threads", "chunk", "batch_seeds", "compile")
+OPERATIONAL = ("data_dir", "device", "threads", "chunk", "batch_seeds", "compile",
+               "conv_mode")
 _FIELDS = {f.name: f for f in fields(ExperimentConfig)}
 #: The grid keys: every setting of ``attn-dyn train`` (``paradigms`` spelled ``paradigm``).
 KEYS = tuple(sorted(["paradigm"] + [k for k in _FIELDS if k != "paradigms"]))

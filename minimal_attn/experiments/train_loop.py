@@ -34,6 +34,10 @@ OPTIMIZERS = ("sgd", "adam")
 #: How the seed-batched CNN trainer runs a step (backends/vr/batched_step.py): eagerly,
 #: through torch.compile, or captured whole in a CUDA graph (CUDA only).
 COMPILE_MODES = ("none", "compile", "cudagraph")
+#: How the seed-batched CNN trainer runs the seeds' convolutions (backends/vr/batched.py):
+#: each seed's own, one grouped convolution (channels-last or NCHW), or a batched matrix
+#: product of image patches. Not set: grouped_nchw on CUDA, loop on the CPU.
+CONV_MODES = ("loop", "grouped", "grouped_nchw", "unfold")
 #: The arithmetic of the seed-batched CNN trainer (backends/vr/batched_step.py): float32,
 #: float32 with TF32 matmuls (CUDA only), or its forwards under bfloat16 autocast.
 PRECISIONS = ("fp32", "tf32", "bf16")
@@ -77,6 +81,7 @@ class TrainConfig:
     checkpoint_every: int = 1            # checkpoint every k epochs and at the end
     time_limit: Optional[float] = None   # seconds: end the run at the next epoch boundary
     compile: str = "none"                # seeds batched: none, compile or cudagraph (CUDA)
+    conv_mode: Optional[str] = None      # seeds batched: CONV_MODES; None: by device
     precision: str = "fp32"              # seeds batched: fp32, tf32 (CUDA) or bf16 autocast
 
     def __post_init__(self):
@@ -88,9 +93,11 @@ class TrainConfig:
             if int(getattr(self, key)) < 1:
                 raise InputError(f"{key} must be a whole number >= 1, got "
                                  f"{getattr(self, key)!r}", param=key)
-        for key, allowed in (("compile", COMPILE_MODES), ("precision", PRECISIONS)):
+        for key, allowed in (("compile", COMPILE_MODES), ("precision", PRECISIONS),
+                             ("conv_mode", (None,) + CONV_MODES)):
             if getattr(self, key) not in allowed:
-                raise InputError(f"{key} must be one of {', '.join(allowed)}, got "
+                named = ", ".join(a for a in allowed if a is not None)
+                raise InputError(f"{key} must be one of {named}, got "
                                  f"{getattr(self, key)!r}", param=key)
         if self.time_limit is not None and not float(self.time_limit) > 0:
             raise InputError(f"time_limit must be a positive number of seconds, got "
