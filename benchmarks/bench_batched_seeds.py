@@ -28,7 +28,9 @@ disturbed by other jobs than wall time.
     python benchmarks/bench_batched_seeds.py --width 0.25 --n-train 200 --epochs 1
     python benchmarks/bench_batched_seeds.py --device cuda --seeds 12 --n-train 2000 --epochs 2
 
-``--json FILE`` also writes the timings (seconds and mosaics/s per variant).
+``--json FILE`` also writes the timings (seconds and mosaics/s per variant). A batched
+variant that fails in its warm-up (a capture the card refuses) is left out and named
+(under "failed" in the JSON); the others are timed.
 
 ``--profile`` (``step_profile.py``): the wall time of a training step of the batched model
 (mean of 5, after the warm-up, without the profiler); then one step under
@@ -174,11 +176,20 @@ def main():
     # a batched variant warms up on the timed data (its trainer, compiled code and
     # CUDA graphs are kept for the timed rounds)
     warm_splits = load_mosaic_splits("synthetic", args.m, args.batch, args.n_test)
-    for fn in variants.values():
+    failed = {}
+    for name, fn in list(variants.items()):
         if fn is sequential:
             fn(warm, seeds[:2], warm_splits)
-        else:
+            continue
+        try:
             fn(warm, seeds, splits)
+        except (InputError, RuntimeError) as err:    # e.g. a capture this card refuses
+            failed[name] = str(err).splitlines()[0][:300]
+            del variants[name]
+            print(f"{name}: failed in its warm-up, left out ({failed[name]})", file=sys.stderr)
+    if not variants:
+        print("Error: every variant failed in its warm-up (above)", file=sys.stderr)
+        sys.exit(2)
     rounds = {name: [] for name in variants}
     for _ in range(args.rounds):
         for name, fn in variants.items():
@@ -210,7 +221,7 @@ def main():
             "device": str(device), "card": name, "torch": torch.__version__,
             "seeds": args.seeds, "paradigm": args.paradigm, "m": args.m,
             "batch": args.batch, "optimizer": args.optimizer, "n_train": args.n_train,
-            "epochs": args.epochs, "best": best,
+            "epochs": args.epochs, "best": best, "failed": failed,
             "variants": {v: {"seconds": sec, "mosaics_per_s": work / sec}
                          for v, sec in seconds.items()}})
     focus = scaled(focus_config(config.dataset, config.focus_init), args.width)
