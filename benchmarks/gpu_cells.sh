@@ -205,15 +205,19 @@ probe_step() {   # GPU_CELLS_COMPILE=auto: leave "mode|way|speed-up|reason" on s
        return ;;
   esac
   rm -f runs/cells/step_probe.json
-  # the captured steps against eager, and each mode against separate models (float64)
+  # the captured steps against eager, and each mode against separate models (float64);
+  # unfold's only when it is probed
+  local modes=${GPU_CELLS_PROBE_MODES:-grouped_nchw,loop}
+  local select="$test or (separate_forwards and $device)"
+  case ",$modes," in *,unfold,*) ;; *) select="($select) and not unfold" ;; esac
   timeout 90 $PY -m pytest -q -p no:cacheprovider tests/test_batched_step.py \
-    tests/test_torch_batched.py -k "$test or (separate_forwards and $device)" \
+    tests/test_torch_batched.py -k "$select" \
     >"$log" 2>&1 && tail -n 1 "$log" | grep -q passed && ! tail -n 1 "$log" | grep -q skipped \
     && passed=1
   # shellcheck disable=SC2086   # the probe's size: words, as given
   timeout 90 $PY benchmarks/bench_batched_seeds.py --device "$device" --seeds 3 --m 5 \
     --paradigm ha --batch 100 --optimizer adam --classifier lenet \
-    --modes "${GPU_CELLS_PROBE_MODES:-grouped_nchw,loop}" \
+    --modes "$modes" \
     --compile "none,$way" --no-sequential \
     ${GPU_CELLS_PROBE_ARGS:---n-train 3000 --n-test 500 --rounds 3} \
     --json runs/cells/step_probe.json >>"$log" 2>&1

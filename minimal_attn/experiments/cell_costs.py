@@ -180,7 +180,8 @@ def pick_step(variants, tests_passed, min_gain=1.1, baseline="grouped_nchw"):
             gains[mode, how[0] if how else "none"] = variants[base]["seconds"] / v["seconds"]
     if not gains:
         return baseline, "none", 1.0, "eager: nothing but the baseline was timed"
-    # a tie goes to the baseline's mode, then to the CUDA graph (no compiler in the way)
+    # a tie goes to the baseline's mode, then to the simplest way: eager, then the CUDA
+    # graph (no compiler in the way)
     ways = ("none",) + CAPTURED
     best = max(gains, key=lambda k: (gains[k], k[0] == baseline, -ways.index(k[1])))
     shown = ", ".join(f"{m}{'' if h == 'none' else ' ' + h} {g:.2f}x"
