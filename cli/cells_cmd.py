@@ -45,12 +45,16 @@ def cells():
 @click.option("--card", type=click.Choice(sorted(costs.CARDS)), default=None,
               help="Show the expected minutes on this card only [default: every card].")
 @click.option("--json", "as_json", is_flag=True, help="Print the cells as JSON.")
-def list_cells(card, as_json):
-    """Every cell in run order: scale, data folder, parts and expected minutes per card.
+@click.option("--results", "results_dir", type=click.Path(file_okay=False), default=RESULTS,
+              show_default=True, help="The results store the status column reads.")
+def list_cells(card, as_json, results_dir):
+    """Every cell in run order: scale, data folder, parts, expected minutes per card and
+    its status in the results store.
 
     A cell with parts runs as NAME@1 .. NAME@K, each a block of its seeds in one
     job; its minutes are those of one part, alone on the card (for a stop rule,
-    an upper bound: every seed counted to its last epoch).
+    an upper bound: every seed counted to its last epoch). Status: done, k/K parts
+    (complete), partial (cut short by a time limit, or begun) or - (not run).
     """
     cards = [card] if card else sorted(costs.CARDS)
     rows = []
@@ -60,16 +64,17 @@ def list_cells(card, as_json):
                      "data": cell.data or "-", "parts": cell.parts, "title": cell.title,
                      "minutes": {c: costs.estimate_seconds(unit, c) / 60 for c in cards},
                      "minutes_whole": {c: costs.estimate_seconds(cell, c) / 60
-                                       for c in cards}})
+                                       for c in cards},
+                     "status": lib.status(cell.name, results_dir)})
     if as_json:
         click.echo(json.dumps(rows, indent=1))
         return
     click.echo(f"{'cell':30s} {'scale':5s} {'data':13s} {'parts':>5s} " + " ".join(
-        f"{c + ' min':>9s}" for c in cards) + "  (a part's; over one job: *)")
+        f"{c + ' min':>9s}" for c in cards) + "  status  (minutes: a part's; over one job: *)")
     for r in rows:
         click.echo(f"{r['cell']:30s} {r['scale']:5s} {r['data']:13s} {r['parts']:5d} " + " ".join(
             f"{r['minutes'][c]:8.1f}{'*' if r['minutes'][c] * 60 > costs.JOB_SECONDS else ' '}"
-            for c in cards))
+            for c in cards) + f"  {r['status']}")
 
 
 @cells.command("run")

@@ -225,6 +225,29 @@ def test_the_step_probe_picks_the_conv_mode_with_the_way():
     assert pick_step(fast_loop, True)[:3] == ("loop", "none", 2.0)
 
 
+def test_status_says_what_the_store_holds_of_a_cell(tmp_path):
+    """-, partial, k/K parts, done: from hand-made records of a two-part cell; the CLI's
+    list shows the same."""
+    store = tmp_path / "cells"
+    store.mkdir()
+    name = "tiny-t1-synthetic-sa"                           # 2 parts
+
+    def put(index, cut):
+        record = _part(name, index, 2, [0.5], [3], cut=("0",) if cut else ())
+        (store / f"{name}@{index}.json").write_text(json.dumps(record))
+    assert cells.status(name, str(tmp_path)) == "-"
+    put(1, cut=True)
+    assert cells.status(name, str(tmp_path)) == "partial"
+    put(1, cut=False)
+    assert cells.status(name, str(tmp_path)) == "1/2 parts"
+    put(2, cut=False)
+    assert cells.status(name, str(tmp_path)) == "done"
+    assert cells.status("tiny-t1-synthetic-lv", str(tmp_path)) == "-"
+    rows = json.loads(CliRunner().invoke(cli, ["cells", "list", "--json", "--results",
+                                               str(tmp_path)]).output)
+    assert {r["cell"]: r["status"] for r in rows}[name] == "done"
+
+
 def test_cells_list_gives_parts_and_a_part_runs_from_the_command_line(tmp_path):
     runner = CliRunner()
     rows = json.loads(runner.invoke(cli, ["cells", "list", "--json"]).output)

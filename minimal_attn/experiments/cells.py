@@ -213,6 +213,22 @@ def finished(name, results_dir="results"):
     return cell.parts > 1 and all(finished(p.name, results_dir) for p in parts(cell))
 
 
+def status(name, results_dir="results"):
+    """Where cell ``name`` stands in ``results_dir``: ``done`` (:func:`finished`), ``k/K
+    parts`` (k of its K parts complete), ``partial`` (a record cut short by a time
+    limit, or parts begun but none complete) or ``-`` (no record)."""
+    if finished(name, results_dir):
+        return "done"
+    cell = get_cell(name)
+    pieces = parts(cell)
+    done = sum(finished(p.name, results_dir) for p in pieces) if cell.parts > 1 else 0
+    if done:
+        return f"{done}/{cell.parts} parts"
+    begun = any(_record(n, results_dir) is not None
+                for n in {name} | {p.name for p in pieces})
+    return "partial" if begun else "-"
+
+
 def unfinished(results_dir="results", scale="paper"):
     """The cells and parts of ``scale`` a GPU job should run next, in run order: each
     unfinished cell, as its unfinished parts where it has parts."""
