@@ -12,21 +12,20 @@ pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 def _reference_logits(p, src, tgt_in):
-    """Snell Eqs. (1)-(2), (20)-(21) for one seed with torch.nn.LSTM (no seed axis)."""
+    """Snell Eqs. (1)-(2), (20)-(21) for one seed with torch.nn.LSTM (no seed axis); the
+    LSTMs take ``p``'s weights functionally, so gradients reach ``p``."""
     E, H4 = p["enc_Wx"].shape
     H = H4 // 4
+    m = torch.nn.LSTM(E, H, batch_first=True).double()
 
-    def nn_lstm(prefix):
-        m = torch.nn.LSTM(E, H, batch_first=True).double()
-        with torch.no_grad():
-            m.weight_ih_l0.copy_(p[f"{prefix}_Wx"].T)
-            m.weight_hh_l0.copy_(p[f"{prefix}_Wh"].T)
-            m.bias_ih_l0.copy_(p[f"{prefix}_b"][0])
-            m.bias_hh_l0.zero_()
-        return m
+    def nn_lstm(prefix, *args):
+        weights = {"weight_ih_l0": p[f"{prefix}_Wx"].T, "weight_hh_l0": p[f"{prefix}_Wh"].T,
+                   "bias_ih_l0": p[f"{prefix}_b"][0], "bias_hh_l0": torch.zeros_like(
+                       p[f"{prefix}_b"][0])}
+        return torch.func.functional_call(m, weights, args)
 
-    h, state = nn_lstm("enc")(p["emb_src"][src])                 # (B, L, H)
-    s, _ = nn_lstm("dec")(p["emb_tgt"][tgt_in], state)           # (B, T, H)
+    h, state = nn_lstm("enc", p["emb_src"][src])                 # (B, L, H)
+    s, _ = nn_lstm("dec", p["emb_tgt"][tgt_in], state)           # (B, T, H)
     context = 0
     for W in p["W_att"]:                                         # heads, Eq. (21)
         a = s @ W @ h.transpose(1, 2)                            # (B, T, L), Eq. (1)
@@ -161,3 +160,27 @@ def test_vocab_option_sets_the_id_range_and_keeps_heads():
 def tsm_params(runs, config):
     from minimal_attn.backends.snell.synthetic_train import init_params
     return init_params(runs, config)
+
+
+@pytest.mark.parametrize("heads", [1, 2])
+def test_seq2seq_gradients_match_nn_lstm_reference(heads):
+    """Every parameter's gradient of the batched model's loss equals, seed by seed, the
+    torch.nn.LSTM reference model's (autograd through torch's own LSTM), float64."""
+    params = tsm.init_seq2seq([3, 4], [[10 + k for k in range(heads)], [20, 21][:heads]],
+                              n_vocab=9, hidden=6, embed=5, dtype=torch.float64)
+    for v in params.values():
+        v.requires_grad_(True)
+    rng = np.random.default_rng(1)
+    src = torch.as_tensor(rng.integers(1, 9, (2, 3, 7)))
+    tgt = torch.as_tensor(rng.integers(1, 9, (2, 3, 6)))
+    tgt_in = torch.cat([torch.zeros_like(tgt[..., :1]), tgt[..., :-1]], dim=-1)
+    loss, _ = tsm.seq2seq_loss(params, src, tgt)
+    loss.sum().backward()
+    for r in range(2):
+        mine = {k: v[r].detach().clone().requires_grad_(True) for k, v in params.items()}
+        logits = _reference_logits(mine, src[r], tgt_in[r])
+        nll = -torch.log_softmax(logits, -1).gather(-1, tgt[r][..., None])[..., 0]
+        nll.sum(-1).mean().backward()
+        for k, v in mine.items():
+            assert v.grad is not None and v.grad.abs().max() > 0, k
+            torch.testing.assert_close(params[k].grad[r], v.grad, rtol=1e-9, atol=1e-12)
