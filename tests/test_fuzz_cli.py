@@ -136,8 +136,10 @@ def test_fixed_focus(extra):
                         "--switch-epoch": words("1", "auto"), "--momentum": floats(0, 0.9),
                         "--threshold": floats(0.1, 0.9), "--n-classes": ints(2, 3),
                         "--paradigm": words("sa", "ha", "lv", "hybrid", "sa,lv"),
-                        "--data-seed": ints(0, 3), "--protocol": words("paper")},
-                       flags=("--resume",)),
+                        "--data-seed": ints(0, 3), "--protocol": words("paper"),
+                        "--conv-mode": words("loop", "unfold", "grouped_nchw"),
+                        "--precision": words("fp32", "bf16", "tf32")},
+                       flags=("--resume", "--batch-seeds")),
        torch=st.booleans())
 def test_train(extra, torch):
     if torch:
