@@ -11,7 +11,9 @@ from minimal_attn.cli.main import cli
 from minimal_attn.errors import InputError
 from minimal_attn.experiments import cell_parts, cells, results_store
 from minimal_attn.experiments.cell_costs import (
+    JOB_SECONDS,
     choose_parallel,
+    estimate_seconds,
     pick_step,
     plan_job,
     shared_slowdown,
@@ -223,6 +225,16 @@ def test_the_step_probe_picks_the_conv_mode_with_the_way():
     assert pick_step(fast_loop, True)[:2] == ("grouped_nchw", "cudagraph")
     del fast_loop["batched (grouped_nchw, cudagraph)"]
     assert pick_step(fast_loop, True)[:3] == ("loop", "none", 2.0)
+
+
+def test_a_cell_cut_into_parts_has_parts_that_fit_one_job():
+    """Issue 19's rule: a part is what one GPU job runs, so each part of a paper-size cell
+    is estimated to finish within a job on an H100 (the cells that cannot be cut, a
+    Table 2 row and the multi-head rescue, are whole)."""
+    for cell in cells.all_cells().values():
+        if cell.scale == "paper" and cell.parts > 1:
+            part = cells.parts(cell)[0]
+            assert estimate_seconds(part, "h100") <= JOB_SECONDS, cell.name
 
 
 def test_status_says_what_the_store_holds_of_a_cell(tmp_path):

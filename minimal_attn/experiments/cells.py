@@ -99,12 +99,13 @@ def _snell_cells():
                    "multi-head rescue (Sec. 5.2, Fig. 6), 8 heads",
                    {"runner": "synthetic", "task": "multihead", "seeds": 20, "heads": 8,
                     "pool": 48, "size": "paper"})]
-    # both papers in one frame: V&R's other paradigms on the permutation copy
+    # both papers in one frame: V&R's other paradigms on the permutation copy (HA and LV
+    # compute the output at every source position: 10 parts of 2 seeds fit a job each)
     cells += [Cell(f"permute-copy-{p}", "synthetic", "paper",
                    f"permutation copy vs its control, {p} per target token, 20 seeds",
                    {"runner": "synthetic", "task": "copy", "seeds": 20, "size": "paper",
                     "paradigm": p, **({"switch_step": "auto"} if p == "hybrid" else {})},
-                   parts=4)
+                   parts=10)
               for p in ("ha", "lv", "hybrid")]
     return cells
 
