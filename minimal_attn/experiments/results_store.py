@@ -154,7 +154,8 @@ def _short(record):
     p = record["provenance"]
     commit = ",".join(c[:9] for c in (p.get("commit") or "?").split(","))
     commit += "+" if p.get("dirty") else ""
-    parts = f", {len(p['parts'])} parts" if p.get("parts") else ""
+    n = len(p.get("parts") or ())
+    parts = f", {n} part{'s' if n > 1 else ''}" if n else ""
     return (f"{p.get('card')}, {p.get('date', '?')[:10]}, {commit}{parts}, "
             f"{p.get('wall_seconds')} s")
 
