@@ -176,7 +176,7 @@ def pick_step(variants, tests_passed, min_gain=1.1, baseline="grouped_nchw"):
     gains = {}
     for name, v in variants.items():
         mode, *how = name[len("batched ("):].rstrip(")").split(", ")
-        if name != base and how in ([], ["cudagraph"], ["compile"]):
+        if name != base and len(how) <= 1 and set(how) <= set(CAPTURED):
             gains[mode, how[0] if how else "none"] = variants[base]["seconds"] / v["seconds"]
     if not gains:
         return baseline, "none", 1.0, "eager: nothing but the baseline was timed"

@@ -144,24 +144,18 @@ def check_config(c):
         raise InputError(f"momentum must lie in [0, 1), got {c.momentum}", param="momentum")
     for name, allowed in (("optimizer", OPTIMIZERS), ("focus_init", FOCUS_INITS),
                           ("classifier", CLASSIFIERS), ("compile", COMPILE_MODES),
-                          ("precision", PRECISIONS)):
+                          ("precision", PRECISIONS), ("conv_mode", (None,) + CONV_MODES)):
         if getattr(c, name) not in allowed:
-            raise InputError(f"{name} must be one of {', '.join(allowed)}, got "
+            named = ", ".join(a for a in allowed if a is not None)
+            raise InputError(f"{name} must be one of {named}, got "
                              f"{getattr(c, name)!r}", param=name)
-    if c.conv_mode is not None and c.conv_mode not in CONV_MODES:
-        raise InputError(f"conv_mode must be one of {', '.join(CONV_MODES)}, got "
-                         f"{c.conv_mode!r}", param="conv_mode")
-    if c.conv_mode is not None and not c.batch_seeds:
-        raise InputError(f"conv_mode {c.conv_mode!r} applies to seeds trained as one model: "
-                         "set batch_seeds, or leave conv_mode unset", param=("conv_mode",
-                                                                           "batch_seeds"))
-    if c.compile != "none" and not c.batch_seeds:
-        raise InputError(f"compile {c.compile!r} applies to seeds trained as one model: set "
-                         "batch_seeds, or compile 'none'", param=("compile", "batch_seeds"))
-    if c.precision != "fp32" and not c.batch_seeds:
-        raise InputError(f"precision {c.precision!r} applies to seeds trained as one model: "
-                         "set batch_seeds, or precision 'fp32'",
-                         param=("precision", "batch_seeds"))
+    # settings of the seed-batched trainer alone, with what undoes each
+    for name, unset, undo in (("conv_mode", None, "leave conv_mode unset"),
+                              ("compile", "none", "compile 'none'"),
+                              ("precision", "fp32", "precision 'fp32'")):
+        if getattr(c, name) != unset and not c.batch_seeds:
+            raise InputError(f"{name} {getattr(c, name)!r} applies to seeds trained as one "
+                             f"model: set batch_seeds, or {undo}", param=(name, "batch_seeds"))
     if c.precision == "tf32" and str(c.device).strip().lower() == "cpu":
         raise InputError("precision 'tf32' is a CUDA matmul mode and device is cpu: use "
                          "precision 'bf16' or 'fp32' on the CPU, or a CUDA device",
