@@ -99,7 +99,9 @@ def has_data(name):      # the complete CIFAR-10 is made from its JPEG bytes on 
 # time limit counts as not complete), as its unfinished parts where it has parts, whose
 # data this job carries (--prepare: all of them); named cells and parts always run
 if not names:
-    names = cells.unfinished()
+    names, waiting = cells.unfinished(), cells.waiting()
+    if waiting:
+        print(f"# waiting for the records of parts they read: {' '.join(waiting)}")
     if prep == "0":
         names, absent = [n for n in names if has_data(n)], [n for n in names if not has_data(n)]
         if absent:
@@ -130,7 +132,7 @@ set_plan() {
   out=$(plan "$1") || exit 2
   N=$(echo "$out" | sed -n 's/^# parallel \([0-9]*\).*/\1/p')
   PLAN_NOTE=$(echo "$out" | sed -n 's/^# \(parallel .*\)/\1/p')
-  DATA_NOTE=$(echo "$out" | sed -n 's/^# \(without .*\)/\1/p')
+  DATA_NOTE=$(echo "$out" | sed -n 's/^# \(without .*\|waiting .*\)/\1/p')
   PLAN=$(echo "$out" | grep -v '^#')
 }
 set_plan "$BUDGET"
@@ -164,7 +166,7 @@ fi
 if [ "$DRY" = 1 ]; then
   echo "gpu_cells dry run: budget ${BUDGET} s, card $CARD, $PLAN_NOTE at a time, data $DATA"
   echo "(minutes: one cell alone on the card; an upper bound under a stop rule)"
-  [ -n "$DATA_NOTE" ] && echo "($DATA_NOTE)"
+  [ -n "$DATA_NOTE" ] && echo "$DATA_NOTE" | sed 's/.*/(&)/'
   echo "$PLAN" | $PY -c '
 import sys
 from minimal_attn.experiments.cell_costs import plan_job, shared_slowdown

@@ -52,17 +52,19 @@ def list_cells(card, as_json, results_dir):
     its status in the results store.
 
     A cell with parts runs as NAME@1 .. NAME@K, each a block of its seeds in one
-    job; its minutes are those of one part, alone on the card (for a stop rule,
-    an upper bound: every seed counted to its last epoch). Status: done, k/K parts
+    job (the multi-head cell's first parts screen its candidate heads); its minutes
+    are those of its longest part, alone on the card (for a stop rule, an upper
+    bound: every seed counted to its last epoch). Status: done, k/K parts
     (complete), partial (cut short by a time limit, or begun) or - (not run).
     """
     cards = [card] if card else sorted(costs.CARDS)
     rows = []
     for cell in lib.all_cells().values():
-        unit = lib.parts(cell)[0]
+        pieces = lib.parts(cell)
         rows.append({"cell": cell.name, "kind": cell.kind, "scale": cell.scale,
                      "data": cell.data or "-", "parts": cell.parts, "title": cell.title,
-                     "minutes": {c: costs.estimate_seconds(unit, c) / 60 for c in cards},
+                     "minutes": {c: max(costs.estimate_seconds(p, c) for p in pieces) / 60
+                                 for c in cards},
                      "minutes_whole": {c: costs.estimate_seconds(cell, c) / 60
                                        for c in cards},
                      "status": lib.status(cell.name, results_dir)})
@@ -70,7 +72,7 @@ def list_cells(card, as_json, results_dir):
         click.echo(json.dumps(rows, indent=1))
         return
     click.echo(f"{'cell':30s} {'scale':5s} {'data':13s} {'parts':>5s} " + " ".join(
-        f"{c + ' min':>9s}" for c in cards) + "  status  (minutes: a part's; over one job: *)")
+        f"{c + ' min':>9s}" for c in cards) + "  status  (minutes: longest part; over a job: *)")
     for r in rows:
         click.echo(f"{r['cell']:30s} {r['scale']:5s} {r['data']:13s} {r['parts']:5d} " + " ".join(
             f"{r['minutes'][c]:8.1f}{'*' if r['minutes'][c] * 60 > costs.JOB_SECONDS else ' '}"

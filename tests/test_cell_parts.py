@@ -228,13 +228,84 @@ def test_the_step_probe_picks_the_conv_mode_with_the_way():
 
 
 def test_a_cell_cut_into_parts_has_parts_that_fit_one_job():
-    """Issue 19's rule: a part is what one GPU job runs, so each part of a paper-size cell
-    is estimated to finish within a job on an H100 (the cells that cannot be cut, a
-    Table 2 row and the multi-head rescue, are whole)."""
+    """Issue 19's rule: a part is what one GPU job runs, so every part of a paper-size
+    cell is estimated to finish within a job on an H100 (a Table 2 row, which cannot be
+    cut, is whole); the multi-head rescue is cut (its screening in parts too)."""
+    assert cells.get_cell("multihead-8").parts > 1
     for cell in cells.all_cells().values():
         if cell.scale == "paper" and cell.parts > 1:
-            part = cells.parts(cell)[0]
-            assert estimate_seconds(part, "h100") <= JOB_SECONDS, cell.name
+            for part in cells.parts(cell):
+                assert estimate_seconds(part, "h100") <= JOB_SECONDS, part.name
+
+
+def test_multihead_parts_screen_then_train_as_the_whole_cell_does(tmp_path, torch_one_thread):
+    """The tiny multi-head cell: parts 1-2 screen two candidate heads each, parts 3-4
+    train one seed each from the pool they label together; a training part waits for
+    (and is refused without) the screening parts. The candidates' accuracies and the
+    seeds' curves equal the whole cell's, which screens and trains in one run."""
+    pytest.importorskip("torch")
+    name, results, work = "tiny-multihead", tmp_path / "r", tmp_path / "w"
+    whole = cells.run_cell(name, None, str(tmp_path / "whole"), str(work), device="cpu")
+    assert set(whole["result"]["conditions"]) | set(whole["result"]["skipped"]) == {
+        "candidate", "independent", "one-good", "all-bad"}
+    assert [cells.needs(p) for p in cells.parts(cells.get_cell(name))] == [
+        [], [], [f"{name}@1", f"{name}@2"], [f"{name}@1", f"{name}@2"]]
+    with pytest.raises(InputError, match=f"no complete record of {name}@1, {name}@2: "):
+        cells.run_cell(f"{name}@3", None, str(results), str(work), device="cpu")
+    assert not (results / "cells").exists()
+    assert [n for n in cells.unfinished(str(results), "tiny") if n.startswith(name)] == [
+        f"{name}@1", f"{name}@2"]                     # the training parts wait
+    assert [n for n in cells.waiting(str(results), "tiny") if n.startswith(name)] == [
+        f"{name}@3", f"{name}@4"]
+    screens = [cells.run_cell(f"{name}@{k}", None, str(results), str(work), device="cpu")
+               for k in (1, 2)]
+    assert [n for n in cells.unfinished(str(results), "tiny") if n.startswith(name)] == [
+        f"{name}@3", f"{name}@4"]
+    assert not [n for n in cells.waiting(str(results), "tiny") if n.startswith(name)]
+    trains = [cells.run_cell(f"{name}@{k}", None, str(results), str(work), device="cpu")
+              for k in (3, 4)]
+    assert cells.finished(name, str(results))
+
+    whole_out = json.loads((work / name / "results.json").read_text())
+    screened = [a for r in screens for a in r["result"]["final_accuracy"]]
+    assert [c for r in screens for c in r["result"]["candidates"]] == [0, 1, 2, 3]
+    assert screened == pytest.approx(whole_out["head_pool"]["final_accuracy"], abs=1e-6)
+    for k, seed in ((3, 0), (4, 1)):
+        out = json.loads((work / f"{name}@{k}" / "results.json").read_text())
+        mine = {(s["condition"], s["seed"]): s["accuracy"] for c in out["conditions"].values()
+                for s in c["seeds"]}
+        theirs = {(s["condition"], s["seed"]): s["accuracy"]
+                  for c in whole_out["conditions"].values() for s in c["seeds"]
+                  if s["seed"] == seed}
+        assert mine.keys() == theirs.keys() and mine
+        for key in mine:
+            assert mine[key] == pytest.approx(theirs[key], abs=1e-6), key
+        assert out["pool_seed"] == 0 and out["head_pool"]["good"] == whole_out["head_pool"][
+            "good"]
+    assert trains[0]["settings"]["pool_from"] == [f"{name}@1", f"{name}@2"]
+    [joined] = cell_parts.merge([r for r in results_store.read_cells(str(results))])
+    for cond, c in whole["result"]["conditions"].items():
+        assert joined["result"]["conditions"][cond] == pytest.approx(c), cond
+    assert joined["result"]["skipped"] == whole["result"]["skipped"]
+    text = results_store.render(results_store.read_cells(str(results)))
+    assert "| candidate | 4 |" in text and "skipped:" in text
+
+
+def test_a_head_pool_screened_otherwise_is_refused(tmp_path, torch_one_thread):
+    """A training part reads the screening parts' records: one screened with other
+    settings, or covering other candidates, is refused with the part to rerun."""
+    pytest.importorskip("torch")
+    name, results, work = "tiny-multihead", tmp_path / "r", tmp_path / "w"
+    for k in (1, 2):
+        cells.run_cell(f"{name}@{k}", None, str(results), str(work), device="cpu")
+    path = results / "cells" / f"{name}@2.json"
+    good = json.loads(path.read_text())
+    for change, needle in (({"settings": dict(good["settings"], steps=7)}, f"{name}@2 screened"),
+                           ({"result": dict(good["result"], candidates=[2, 9])}, "not 0..3")):
+        path.write_text(json.dumps(dict(good, **change)))
+        with pytest.raises(InputError, match=needle):
+            cells.run_cell(f"{name}@3", None, str(results), str(work), device="cpu")
+        assert not (results / "cells" / f"{name}@3.json").exists()
 
 
 def test_status_says_what_the_store_holds_of_a_cell(tmp_path):

@@ -132,6 +132,34 @@ def test_multihead_scenarios_draw_from_the_right_pool():
     assert set(skipped) == {"all-bad", "one-good"}
 
 
+def test_a_given_head_pool_must_match_the_run(tmp_path):
+    """run_synthetic(head_pool=...) draws heads from a pool screened elsewhere: one
+    screened with other settings, of another size or for another task is refused
+    before any training (nothing written)."""
+    from minimal_attn.backends.snell.synthetic_experiments import (
+        label_pool,
+        pool_meta,
+        run_synthetic,
+    )
+    from minimal_attn.backends.snell.synthetic_train import SyntheticConfig
+    from minimal_attn.errors import InputError
+
+    config = SyntheticConfig(steps=2, hidden=4, eval_every=1, n_test=4)
+    right = label_pool(pool_meta(0, 3, config), [0.99, 0.1, 0.2])
+    assert right["good"] == [0] and right["bad"] == [1, 2]
+    for pool, kwargs, needle in (
+            (label_pool(pool_meta(0, 3, SyntheticConfig(steps=3, hidden=4, eval_every=1,
+                                                        n_test=4)), [0.1] * 3), {}, "other"),
+            (label_pool(pool_meta(1, 3, config), [0.1] * 3), {}, "other settings"),
+            (right, {"pool": 4}, "other settings"),
+            (right, {"task": "copy"}, "for task multihead")):
+        args = dict({"task": "multihead", "pool": 3}, **kwargs)
+        with pytest.raises(InputError, match=needle):
+            run_synthetic(args.pop("task"), config, seeds=1, heads=2, out_dir=str(tmp_path / "o"),
+                          head_pool=pool, pool_seed=0, **args)
+        assert not (tmp_path / "o").exists()
+
+
 def test_classifier_is_bidirectional():
     """App. A.8: h_1 sees the last word (backward LSTM), h_L sees the first (forward)."""
     params = tsm.init_classifier([0], 41, 4, dtype=torch.float64)

@@ -110,15 +110,45 @@ def _pool_problem(cached):
     return None if isinstance(cached, dict) and keys <= set(cached) else "not a head pool"
 
 
-def screen_heads(first_seed, pool, config, out_dir, progress=None, resume=True, log=None):
-    """Good/bad labels of ``pool`` candidate heads (Sec. 5.2 rejection sampling), cached."""
-    runs = [Run("permutation", c, init_seed=first_seed, head_seeds=[c], data_seed=first_seed,
-                label="candidate") for c in range(pool)]
-    # the labels need the screening complete: no time limit here
-    config = replace(config, time_limit=None)
-    meta = {"first_seed": first_seed, "pool": pool,
+def pool_meta(pool_seed, pool, config):
+    """What a head pool's labels depend on: the model seed the candidates are screened
+    in, the pool size and the training settings (not where or how long it ran)."""
+    return {"first_seed": pool_seed, "pool": pool,
             "config": {k: v for k, v in asdict(config).items()
                        if k not in ("device", "time_limit")}}
+
+
+def label_pool(meta, final_accuracy):
+    """A head pool from its candidates' final accuracies: candidate ``c`` is good when
+    the single-head model with head ``W^(c)`` converged (> 0.95, Sec. 5.2)."""
+    final = [float(a) for a in final_accuracy]
+    return {"meta": meta, "final_accuracy": final,
+            "good": [c for c, a in enumerate(final) if a > CONVERGED],
+            "bad": [c for c, a in enumerate(final) if a <= CONVERGED]}
+
+
+def screen_candidates(pool_seed, candidates, config, checkpoint=None, progress=None,
+                      resume=True, log=None):
+    """Train the single-head models of head candidates ``candidates`` (head seeds), the
+    rest of each model from ``pool_seed`` on data stream ``pool_seed`` (Sec. 5.2).
+
+    Each candidate is a run of its own in one seed-batched model, so any block of the
+    pool screens as the whole pool does. Returns ``(final accuracies, stopped_at)``;
+    ``stopped_at`` is the step a ``config.time_limit`` ended the screening at (its
+    accuracies are then no labels), None when it ran to ``config.steps``.
+    """
+    runs = [Run("permutation", c, init_seed=pool_seed, head_seeds=[c], data_seed=pool_seed,
+                label="candidate") for c in candidates]
+    curves = train_runs(runs, config, checkpoint, progress, resume, log,
+                        label="screening heads")
+    return [float(a) for a in curves["accuracy"][-1]], curves["stopped_at"]
+
+
+def screen_heads(first_seed, pool, config, out_dir, progress=None, resume=True, log=None):
+    """Good/bad labels of ``pool`` candidate heads (Sec. 5.2 rejection sampling), cached."""
+    # the labels need the screening complete: no time limit here
+    config = replace(config, time_limit=None)
+    meta = pool_meta(first_seed, pool, config)
     path = os.path.join(out_dir, "head_pool.json") if out_dir else None
     if path:
         cached = load_guarded(path, read_json, _pool_problem, what="head pool cache",
@@ -126,19 +156,35 @@ def screen_heads(first_seed, pool, config, out_dir, progress=None, resume=True, 
         if cached is not None and cached["meta"] == meta:
             return cached
     ckpt = os.path.join(out_dir, "checkpoints", "head_pool.ckpt") if out_dir else None
-    curves = train_runs(runs, config, ckpt, progress, resume, log, label="screening heads")
-    final = [float(a) for a in curves["accuracy"][-1]]
-    result = {"meta": meta, "final_accuracy": final,
-              "good": [c for c, a in enumerate(final) if a > CONVERGED],
-              "bad": [c for c, a in enumerate(final) if a <= CONVERGED]}
+    final, _ = screen_candidates(first_seed, range(pool), config, ckpt, progress, resume, log)
+    result = label_pool(meta, final)
     if path:
         ensure_dir(out_dir)
         write_json(path, result)
     return result
 
 
-def multihead_runs(seeds, first_seed, heads, screened):
-    """Runs of the three Sec. 5.2 scenarios and the scenarios the pool cannot fill."""
+def check_head_pool(head_pool, pool_seed, pool, config):
+    """Refuse a given head pool screened with other settings than this run's."""
+    problem = _pool_problem(head_pool)
+    if problem is None and head_pool["meta"] != pool_meta(pool_seed, pool, config):
+        problem = (f"screened with other settings ({head_pool['meta']}) than this run's "
+                   f"({pool_meta(pool_seed, pool, config)})")
+    if problem is None and len(head_pool["final_accuracy"]) != pool:
+        problem = f"{len(head_pool['final_accuracy'])} candidates, not {pool}"
+    if problem:
+        raise InputError(f"head pool {problem}: screen it again with these settings "
+                         "(or pass none)", param="head_pool")
+
+
+def multihead_runs(seeds, first_seed, heads, screened, pool_seed=None):
+    """Runs of the three Sec. 5.2 scenarios and the scenarios the pool cannot fill.
+
+    Seeds ``first_seed .. first_seed + seeds - 1``; every run starts the rest of the
+    model from ``pool_seed`` (default ``first_seed``) on its data stream. Seed ``s``
+    draws its heads from ``s`` alone, so a block of seeds runs as in the whole set.
+    """
+    pool_seed = first_seed if pool_seed is None else pool_seed
     good, bad = screened["good"], screened["bad"]
     runs, skipped = [], {}
     for scenario in TASKS["multihead"]:
@@ -157,8 +203,8 @@ def multihead_runs(seeds, first_seed, heads, screened):
                 chosen = list(rng.choice(bad, heads, replace=False))
             else:
                 chosen = [rng.choice(good)] + list(rng.choice(bad, heads - 1, replace=False))
-            runs.append(Run("permutation", s, init_seed=first_seed,
-                            head_seeds=[int(h) for h in chosen], data_seed=first_seed,
+            runs.append(Run("permutation", s, init_seed=pool_seed,
+                            head_seeds=[int(h) for h in chosen], data_seed=pool_seed,
                             label=scenario))
     return runs, skipped
 
@@ -193,7 +239,8 @@ def config_paradigm(config, task):
     check_switch(config.switch_step, config.steps, paradigm)
 
 
-def check_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_dir=None):
+def check_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_dir=None,
+                    pool_seed=None, head_pool=None):
     """Refuse, before any work, a setting that cannot run, fit in memory or finish."""
     from minimal_attn.backends.torch_backend import get_device  # torch only when called
 
@@ -206,6 +253,14 @@ def check_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_d
     if config.embed is not None:
         _check_count("embed", config.embed)
     _check_count("first_seed", first_seed, 0)
+    if pool_seed is not None:
+        _check_count("pool_seed", pool_seed, 0)
+    if head_pool is not None:
+        if task != "multihead":
+            raise InputError(f"a head pool is for task multihead, not {task}: drop it",
+                             param="head_pool")
+        check_head_pool(head_pool, first_seed if pool_seed is None else pool_seed, pool,
+                        config)
     check_positive("lr", config.lr, param="lr")
     if config.time_limit is not None:
         check_positive("time_limit", config.time_limit, param="time_limit")
@@ -213,7 +268,8 @@ def check_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_d
     config_paradigm(config, task)
     check_steps(config.steps, f"training {task}", param="steps")
     if task == "multihead":
-        n_runs, size = max(pool, 3 * seeds), ("seeds", "pool", "hidden", "batch_size")
+        n_runs = 3 * seeds if head_pool is not None else max(pool, 3 * seeds)
+        size = ("seeds", "pool", "hidden", "batch_size")
     else:
         n_runs, size = seeds * len(TASKS[task]), ("seeds", "hidden", "batch_size")
     vocab = max(max(tasks.SEQ_VOCAB.get(c, tasks.LENGTH) for c in TASKS[task]),
@@ -227,7 +283,7 @@ def check_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_d
 
 
 def run_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_dir=None,
-                  resume=False, progress=None, log=None):
+                  resume=False, progress=None, log=None, pool_seed=None, head_pool=None):
     """Train ``task`` over ``seeds`` seeds per condition; write results.json and figures.
 
     Parameters
@@ -235,6 +291,12 @@ def run_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_dir
     task : one of TASKS
     config : SyntheticConfig (keyword forces ``uniform=True``)
     heads, pool : multihead only: heads K per model, candidate heads screened
+    pool_seed : multihead only: the seed of the rest of the model (and of the data
+        stream) that every candidate is screened in and every run starts from (default
+        ``first_seed``); with it a block of seeds runs as part of a larger set
+    head_pool : multihead only: the labelled pool to draw heads from (:func:`label_pool`,
+        e.g. joined from blocks screened by :func:`screen_candidates`) instead of
+        screening here; refused when screened with other settings (:func:`pool_meta`)
     out_dir : folder for results.json, figures, checkpoints (None: nothing written)
     resume : continue from the checkpoints in ``out_dir`` (the head pool cache is
         reused whenever its settings match)
@@ -249,13 +311,15 @@ def run_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_dir
     ``conditions`` {name: {"seeds", fractions}}, and per task extras. A run
     refused midway (it diverged) leaves ``out_dir`` as it found it.
     """
-    check_synthetic(task, config, seeds, first_seed, heads, pool, out_dir)
+    check_synthetic(task, config, seeds, first_seed, heads, pool, out_dir, pool_seed,
+                    head_pool)
     with undo_on_refusal(out_dir):
         return _run(task, config, seeds, first_seed, heads, pool, out_dir, resume, progress,
-                    log)
+                    log, pool_seed, head_pool)
 
 
-def _run(task, config, seeds, first_seed, heads, pool, out_dir, resume, progress, log):
+def _run(task, config, seeds, first_seed, heads, pool, out_dir, resume, progress, log,
+         pool_seed=None, head_pool=None):
     extra = {}
     ckpt = os.path.join(out_dir, "checkpoints", "train.ckpt") if out_dir else None
     if resume and ckpt:            # a damaged checkpoint is refused before the head screening
@@ -263,10 +327,12 @@ def _run(task, config, seeds, first_seed, heads, pool, out_dir, resume, progress
     if task == "keyword":
         config = replace(config, uniform=True)
     if task == "multihead":
-        screened = screen_heads(first_seed, pool, config, out_dir, progress, resume, log)
-        runs, skipped = multihead_runs(seeds, first_seed, heads, screened)
+        pool_seed = first_seed if pool_seed is None else pool_seed
+        screened = head_pool or screen_heads(pool_seed, pool, config, out_dir, progress,
+                                             resume, log)
+        runs, skipped = multihead_runs(seeds, first_seed, heads, screened, pool_seed)
         extra = {"head_pool": {k: screened[k] for k in ("good", "bad", "final_accuracy")},
-                 "skipped": skipped, "heads": heads}
+                 "skipped": skipped, "heads": heads, "pool_seed": pool_seed}
     else:
         runs = plain_runs(task, seeds, first_seed)
     curves = train_runs(runs, config, ckpt, progress, resume, log)

@@ -109,14 +109,18 @@ def join(name, parts):
         diverged = {seed: v for r in results for seed, v in (r.get("diverged") or {}).items()}
         if diverged:
             result["diverged"] = diverged
-    else:                                            # synthetic: fractions over seeds
-        result = {"conditions": {}}
-        for cond in results[0]["conditions"]:
-            entries = [r["conditions"][cond] for r in results]
+    else:                  # synthetic: fractions over seeds (a part may lack a condition:
+        result = {"conditions": {}}              # the multi-head cell's screening parts)
+        names = dict.fromkeys(c for r in results for c in r["conditions"])
+        for cond in names:
+            entries = [r["conditions"][cond] for r in results if cond in r["conditions"]]
             seeds = sum(e["seeds"] for e in entries)
             result["conditions"][cond] = {"seeds": seeds, **{
                 f: sum(e[f] * e["seeds"] for e in entries) / seeds
                 for f in ("converged_fraction", "failed_fraction")}}
+        skipped = {k: v for r in results for k, v in (r.get("skipped") or {}).items()}
+        if skipped:
+            result["skipped"] = skipped
         cut = {f"part {p['part']['index']}": any((r.get("time_limited") or {}).values())
                for p, r in zip(parts, results)}
         if any(cut.values()):
@@ -124,7 +128,8 @@ def join(name, parts):
             result["steps_run"] = min(r.get("steps_run", 0) for r in results
                                       if any((r.get("time_limited") or {}).values()))
     settings = dict(first["settings"], seeds=sum(p["part"]["seeds"] for p in parts))
-    settings.pop("first_seed", None)
+    for key in ("first_seed", "candidates"):
+        settings.pop(key, None)
     return {"format": first["format"], "cell": name, "kind": first["kind"],
             "scale": first["scale"], "title": title, "settings": settings, "result": result,
             "paper": first.get("paper"), "parts": {"present": present, "of": n},

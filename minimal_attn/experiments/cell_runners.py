@@ -126,34 +126,111 @@ def agreement_result(out):
             "steps_run": out["steps_run"], "time_limited": out["time_limited"]}
 
 
-def _run_synthetic(cell, data_dir, work, device, log, control=None, progress=None):
-    from minimal_attn.backends.snell.synthetic_experiments import run_synthetic
+def synthetic_config(s, device, control=None):
+    """The SyntheticConfig of a synthetic cell's settings ``s`` (its size preset)."""
     from minimal_attn.backends.snell.synthetic_train import SyntheticConfig
 
-    s = cell.settings
     size = synthetic_size(s)
-    config = SyntheticConfig(steps=size["steps"], hidden=size["hidden"], embed=size["embed"],
-                             batch_size=size["batch_size"], lr=size["lr"],
-                             eval_every=size.get("eval_every", max(1, size["steps"] // 20)),
-                             n_test=size.get("n_test", 200),
-                             device="cpu" if device in ("auto", "cpu") else device,
-                             paradigm=s.get("paradigm", "sa"),
-                             switch_step=s.get("switch_step"),
-                             time_limit=(control or {}).get("time_limit"))
+    return SyntheticConfig(steps=size["steps"], hidden=size["hidden"], embed=size["embed"],
+                           batch_size=size["batch_size"], lr=size["lr"],
+                           eval_every=size.get("eval_every", max(1, size["steps"] // 20)),
+                           n_test=size.get("n_test", 200),
+                           device="cpu" if device in ("auto", "cpu") else device,
+                           paradigm=s.get("paradigm", "sa"),
+                           switch_step=s.get("switch_step"),
+                           time_limit=(control or {}).get("time_limit"))
+
+
+def _run_synthetic(cell, data_dir, work, device, log, control=None, progress=None,
+                   inputs=None):
+    from minimal_attn.backends.snell.synthetic_experiments import run_synthetic
+
+    s = cell.settings
+    config = synthetic_config(s, device, control)
+    settings = dict(synthetic_size(s), task=s["task"], seeds=s["seeds"],
+                    first_seed=s.get("first_seed", 0), paradigm=config.paradigm,
+                    switch_step=config.switch_step, n_test=config.n_test,
+                    eval_every=config.eval_every)
+    if s.get("phase") == "screen":
+        return _screen_part(cell, config, work, log, progress), \
+            dict(settings, seeds=0, pool_seed=s["pool_seed"], pool=s["pool"],
+                 candidates=[s["first_candidate"], s["candidates"]]), config.device
+    head_pool, pool_seed = None, None
+    if s.get("phase") == "train":
+        head_pool, pool_seed = _joined_pool(cell, config, inputs), s["pool_seed"]
+        settings.update(pool_seed=pool_seed, pool_from=sorted(inputs))
     out = run_synthetic(s["task"], config, seeds=s["seeds"], first_seed=s.get("first_seed", 0),
                         heads=s.get("heads", 8), pool=s.get("pool", 24), out_dir=work,
-                        resume=True, progress=progress, log=log)
+                        resume=True, progress=progress, log=log,
+                        pool_seed=pool_seed, head_pool=head_pool)
     conditions = {name: {"seeds": len(c["seeds"]),
                          "converged_fraction": c["converged_fraction"],
                          "failed_fraction": c["failed_fraction"]}
                   for name, c in out["conditions"].items()}
     # a time limit ends training at an evaluation: the fractions are those of that step
-    stopped = {"steps_run": out["stopped_at"] or config.steps,
-               "time_limited": {"all": out["stopped_at"] is not None}}
-    return {"conditions": conditions, **stopped}, dict(size, task=s["task"], seeds=s["seeds"],
-                                            first_seed=s.get("first_seed", 0),
-                                            paradigm=config.paradigm,
-                                            switch_step=config.switch_step), config.device
+    result = {"conditions": conditions, "steps_run": out["stopped_at"] or config.steps,
+              "time_limited": {"all": out["stopped_at"] is not None}}
+    if s["task"] == "multihead":
+        if head_pool is None:              # the whole cell: its screening is in it too
+            conditions["candidate"] = _candidates(out["head_pool"]["final_accuracy"])
+        result["skipped"] = out["skipped"]
+    return result, settings, config.device
+
+
+def _candidates(final):
+    """The screened candidate heads as a condition of their own (single-head runs):
+    their converged fraction is the pool's fraction of good heads."""
+    from minimal_attn.backends.snell.synthetic_experiments import fractions
+
+    return {"seeds": len(final), **fractions([{"accuracy": [a]} for a in final])}
+
+
+def _screen_part(cell, config, work, log, progress):
+    """A multi-head screening part: its candidates' final accuracies (Sec. 5.2)."""
+    import os
+
+    from minimal_attn.backends.snell.synthetic_experiments import screen_candidates
+
+    s = cell.settings
+    first, count = s["first_candidate"], s["candidates"]
+    final, stopped = screen_candidates(s["pool_seed"], range(first, first + count),
+                                       config, os.path.join(work, "checkpoints",
+                                                            "head_pool.ckpt"),
+                                       progress, resume=True, log=log)
+    return {"conditions": {"candidate": _candidates(final)},
+            "candidates": list(range(first, first + count)),
+            "final_accuracy": final, "steps_run": stopped or config.steps,
+            "time_limited": {"all": stopped is not None}}
+
+
+def _joined_pool(cell, config, inputs):
+    """The head pool of a multi-head training part, labelled from the records of the
+    cell's screening parts ``inputs`` (:func:`.cells.inputs`); refused when a record
+    was screened with other settings than this part trains with."""
+    from minimal_attn.backends.snell.synthetic_experiments import label_pool, pool_meta
+    from minimal_attn.errors import InputError
+
+    s = cell.settings
+    final = {}
+    for name, record in inputs.items():
+        given = {k: record["settings"].get(k) for k in SYNTHETIC_KEYS}
+        wanted = dict({k: getattr(config, k) for k in SYNTHETIC_KEYS[:-1]},
+                      pool_seed=s["pool_seed"])
+        if given != wanted:
+            raise InputError(f"{name} screened its heads with {given}, but {cell.name} trains "
+                             f"with {wanted}: run {name} again", param="cell")
+        final.update(zip(record["result"]["candidates"], record["result"]["final_accuracy"]))
+    if sorted(final) != list(range(s["pool"])):
+        raise InputError(f"the screening parts {', '.join(inputs)} label candidates "
+                         f"{sorted(final)}, not 0..{s['pool'] - 1}: run them again",
+                         param="cell")
+    meta = pool_meta(s["pool_seed"], s["pool"], config)
+    return label_pool(meta, [final[c] for c in range(s["pool"])])
+
+
+#: The settings a screening part's record must share with a training part's.
+SYNTHETIC_KEYS = ("steps", "hidden", "embed", "batch_size", "lr", "n_test", "paradigm",
+                  "pool_seed")
 
 
 RUNNERS = {"fcam": _run_fcam, "hatexplain": _run_hatexplain, "agreement": _run_agreement,

@@ -39,6 +39,9 @@ PROTOCOL_NAMES = {"authors": "authors' protocol", "paper": "paper's protocol"}
 #: Parts of a CIFAR-10 Table 1 cell (12 seeds) by m: blocks of 3 seeds at m = 5 and
 #: single seeds at m = 20 fit one job each on an H100 at most epochs (cell_costs.STEP_MS).
 TABLE1_PARTS = {5: 4, 20: 12}
+#: The multi-head cell's first parts screen its pool of 48 candidate heads, 24 each;
+#: its other 4 parts train blocks of 5 seeds from the joined pool (:func:`part_of`).
+MULTIHEAD_SCREEN_PARTS = 2
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,8 @@ def _snell_cells():
               Cell("multihead-8", "synthetic", "paper",
                    "multi-head rescue (Sec. 5.2, Fig. 6), 8 heads",
                    {"runner": "synthetic", "task": "multihead", "seeds": 20, "heads": 8,
-                    "pool": 48, "size": "paper"})]
+                    "pool": 48, "size": "paper", "screen_parts": MULTIHEAD_SCREEN_PARTS},
+                   parts=MULTIHEAD_SCREEN_PARTS + 4)]
     # both papers in one frame: V&R's other paradigms on the permutation copy (HA and LV
     # compute the output at every source position: 10 parts of 2 seeds fit a job each)
     cells += [Cell(f"permute-copy-{p}", "synthetic", "paper",
@@ -119,6 +123,10 @@ def _small_cells():
              for p in ("sa", "lv")]
     cells.append(Cell("tiny-synthetic-copy", "synthetic", "tiny", "copy task (smoke cell)",
                       {"runner": "synthetic", "task": "copy", "seeds": 2, "size": "tiny"}))
+    cells.append(Cell("tiny-multihead", "synthetic", "tiny",
+                      "multi-head rescue, 2 heads (smoke cell: screening and training parts)",
+                      {"runner": "synthetic", "task": "multihead", "seeds": 2, "heads": 2,
+                       "pool": 4, "size": "tiny", "screen_parts": 2}, parts=4))
     cells.append(Cell("tiny-t2-sst2", "table2", "tiny", "SST agreement row (smoke cell)",
                       {"runner": "agreement", "task": "classify", "dataset": "sst2",
                        "size": "tiny"}, "sst2"))
@@ -176,16 +184,50 @@ def seed_count(cell):
 
 
 def part_of(cell, index):
-    """Part ``index`` (1-based) of ``cell``: the same settings on its block of seeds."""
+    """Part ``index`` (1-based) of ``cell``: the same settings on its block of seeds.
+
+    A multi-head cell (``settings["screen_parts"]`` = P) is cut in two kinds of part:
+    parts 1..P screen a block of its pool of candidate heads each (``phase`` screen),
+    and the others train a block of its seeds each (``phase`` train) with heads drawn
+    from the pool those P parts label together (:func:`needs`). Every candidate and
+    every seed is a run of its own in a seed-batched model, so the parts add up to
+    the whole cell (Snell Sec. 5.2; :mod:`.synthetic_experiments`).
+    """
     if cell.parts < 2:
         raise InputError(f"cell {cell.name} has no parts: run it whole", param="cell")
-    first, seeds = cell_parts.part_seeds(seed_count(cell), cell.parts, index)
+    if not 1 <= index <= cell.parts:
+        raise InputError(f"part {index} does not exist: cell {cell.name} has parts "
+                         f"1..{cell.parts}", param="cell")
+    screens = cell.settings.get("screen_parts", 0)
+    pool_seed = cell.settings.get("first_seed", 0)          # the whole cell's first seed
+    name = cell_parts.part_name(cell.name, index)
+    part = {"of": cell.name, "index": index, "parts": cell.parts, "title": cell.title}
+    if index <= screens:
+        first, count = cell_parts.part_seeds(cell.settings["pool"], screens, index)
+        text = f"screening head candidates {first}-{first + count - 1}"
+        return replace(cell, name=name, parts=1,
+                       title=f"{cell.title}, part {index} of {cell.parts} ({text})",
+                       settings=dict(cell.settings, phase="screen", first_candidate=first,
+                                     candidates=count, pool_seed=pool_seed),
+                       part=dict(part, first_seed=pool_seed, seeds=0,
+                                 candidates=[first, count]))
+    first, seeds = cell_parts.part_seeds(seed_count(cell), cell.parts - screens,
+                                         index - screens)
     seed_text = f"seed {first}" if seeds == 1 else f"seeds {first}-{first + seeds - 1}"
-    return replace(cell, name=cell_parts.part_name(cell.name, index), parts=1,
+    phase = {"phase": "train", "pool_seed": pool_seed} if screens else {}
+    return replace(cell, name=name, parts=1,
                    title=f"{cell.title}, part {index} of {cell.parts} ({seed_text})",
-                   settings=dict(cell.settings, seeds=seeds, first_seed=first),
-                   part={"of": cell.name, "index": index, "parts": cell.parts,
-                         "first_seed": first, "seeds": seeds, "title": cell.title})
+                   settings=dict(cell.settings, seeds=seeds, first_seed=first, **phase),
+                   part=dict(part, first_seed=first, seeds=seeds))
+
+
+def needs(cell):
+    """The parts whose records ``cell`` (a part) reads before it runs: a multi-head
+    training part reads the head pool of the cell's screening parts; others none."""
+    if cell.part is None or cell.settings.get("phase") != "train":
+        return []
+    return [cell_parts.part_name(cell.part["of"], k)
+            for k in range(1, cell.settings["screen_parts"] + 1)]
 
 
 def parts(cell):
@@ -232,12 +274,36 @@ def status(name, results_dir="results"):
 
 def unfinished(results_dir="results", scale="paper"):
     """The cells and parts of ``scale`` a GPU job should run next, in run order: each
-    unfinished cell, as its unfinished parts where it has parts."""
-    names = []
+    unfinished cell, as its unfinished parts where it has parts; a part that reads
+    parts not yet finished (:func:`needs`) waits for a later job."""
+    return [name for name, ready in _pending(results_dir, scale) if ready]
+
+
+def waiting(results_dir="results", scale="paper"):
+    """The unfinished parts of ``scale`` that wait for parts they read (:func:`needs`)."""
+    return [name for name, ready in _pending(results_dir, scale) if not ready]
+
+
+def _pending(results_dir, scale):
+    """``(name, ready)`` of every unfinished cell or part of ``scale``, in run order."""
     for cell in all_cells().values():
         if cell.scale == scale and not finished(cell.name, results_dir):
-            names += [p.name for p in parts(cell) if not finished(p.name, results_dir)]
-    return names
+            for p in parts(cell):
+                if not finished(p.name, results_dir):
+                    yield p.name, all(finished(n, results_dir) for n in needs(p))
+
+
+def inputs(cell, results_dir):
+    """The complete records of the parts ``cell`` reads (:func:`needs`), by name; a
+    missing or partial one is refused with the parts to run first."""
+    names = needs(cell)
+    missing = [n for n in names if not finished(n, results_dir)]
+    if missing:
+        raise InputError(f"cell {cell.name} reads the records of {', '.join(names)}; "
+                         f"{results_dir} has no complete record of {', '.join(missing)}: "
+                         f"run (or import) {'it' if len(missing) == 1 else 'them'} first",
+                         param="cell")
+    return {n: _record(n, results_dir) for n in names}
 
 
 def run_cell(name, data_root, results_dir="results", work_root="runs/cells", device="auto",
@@ -283,11 +349,13 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
             raise InputError(f"cell {name} needs the folder {cell.data} under the data root "
                              f"({data_root}); see `attn-dyn cells list`", param="data_root")
     work = os.path.join(work_root, name)
+    given = inputs(cell, results_dir)
     source = source or code_source()        # the code that runs, before it has run
     t0 = time.perf_counter()
     control = {"time_limit": time_limit, "compile": compile, "conv_mode": conv_mode}
     result, settings, used = cell_runners.RUNNERS[cell.settings["runner"]](
-        cell, data_dir, work, device, log or (lambda line: None), control, progress)
+        cell, data_dir, work, device, log or (lambda line: None), control, progress,
+        **({"inputs": given} if given else {}))
     record = {"format": 1, "cell": name, "kind": cell.kind, "scale": cell.scale,
               "title": cell.title, "settings": settings, "result": result,
               "paper": cell.paper or None,

@@ -247,6 +247,9 @@ def _synthetic(records):
             lines.append(f"| {title} | {r['scale']} | {name} | {c['seeds']} | "
                          f"{100 * c['converged_fraction']:.0f}% | {100 * c['failed_fraction']:.0f}%"
                          f" | {_short(r)} |")
+        for name, why in (res.get("skipped") or {}).items():
+            lines.append(f"| {title} | {r['scale']} | {name} | 0 | skipped: {why} | | "
+                         f"{_short(r)} |")
     return lines
 
 
