@@ -137,7 +137,7 @@ def synthetic_config(s, device, control=None):
                            n_test=size.get("n_test", 200),
                            device="cpu" if device in ("auto", "cpu") else device,
                            paradigm=s.get("paradigm", "sa"),
-                           switch_step=s.get("switch_step"),
+                           switch_step=s.get("switch_step"), vocab=s.get("vocab"),
                            time_limit=(control or {}).get("time_limit"))
 
 
@@ -150,7 +150,7 @@ def _run_synthetic(cell, data_dir, work, device, log, control=None, progress=Non
     settings = dict(synthetic_size(s), task=s["task"], seeds=s["seeds"],
                     first_seed=s.get("first_seed", 0), paradigm=config.paradigm,
                     switch_step=config.switch_step, n_test=config.n_test,
-                    eval_every=config.eval_every)
+                    eval_every=config.eval_every, vocab=config.vocab)
     if s.get("phase") == "screen":
         return _screen_part(cell, config, work, log, progress), \
             dict(settings, seeds=0, pool_seed=s["pool_seed"], pool=s["pool"],
@@ -229,8 +229,8 @@ def _joined_pool(cell, config, inputs):
 
 
 #: The settings a screening part's record must share with a training part's.
-SYNTHETIC_KEYS = ("steps", "hidden", "embed", "batch_size", "lr", "n_test", "paradigm",
-                  "pool_seed")
+SYNTHETIC_KEYS = ("steps", "hidden", "embed", "batch_size", "lr", "n_test", "vocab",
+                  "paradigm", "pool_seed")
 
 
 RUNNERS = {"fcam": _run_fcam, "hatexplain": _run_hatexplain, "agreement": _run_agreement,
