@@ -14,6 +14,7 @@ from minimal_attn.backends.snell.synthetic_train import (  # noqa: E402
     train_runs,
 )
 from minimal_attn.cli.main import cli  # noqa: E402
+from minimal_attn.errors import InputError  # noqa: E402
 from minimal_attn.experiments import cells, results_store  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
@@ -66,3 +67,19 @@ def test_the_command_says_where_it_stopped(tmp_path):
                                  "--time-limit", "1e-9", "--no-progress", "--out", str(out)])
     assert r.exit_code == 0 and "stopped at step 2 of 6" in r.output
     assert json.loads((out / "results.json").read_text())["stopped_at"] == 2
+
+
+def test_a_screening_part_cut_short_labels_no_heads(tmp_path):
+    """A multi-head screening part stopped by a time limit is partial: the training parts
+    go on waiting for it, and its rerun resumes to the end and completes the pool."""
+    results, work = str(tmp_path / "r"), str(tmp_path / "w")
+    cells.run_cell("tiny-multihead@1", None, results, work, device="cpu")
+    cut = cells.run_cell("tiny-multihead@2", None, results, work, device="cpu",
+                         time_limit=1e-9)
+    assert cut["result"]["time_limited"] == {"all": True} and cut["result"]["steps_run"] == 10
+    assert "tiny-multihead@3" in cells.waiting(results, "tiny")
+    with pytest.raises(InputError, match="no complete record of tiny-multihead@2"):
+        cells.run_cell("tiny-multihead@3", None, results, work, device="cpu")
+    again = cells.run_cell("tiny-multihead@2", None, results, work, device="cpu")
+    assert again["result"]["steps_run"] == 20
+    assert "tiny-multihead@3" in cells.unfinished(results, "tiny")
