@@ -41,6 +41,9 @@ UNIT_SECONDS = {"hatexplain": {"h100": {"standard": 0.18, "self-attention": 0.55
                               "h200": {"classify": 0.03, "translate": 0.06},
                               "cpu": {"classify": 0.065, "translate": 0.13}},
                 "synthetic": {"h100": 0.17, "h200": 0.13, "cpu": 6.0}}
+#: The synthetic unit on the CPU at the CPU size (H = 32): cpu-multihead-8 (24 candidates
+#: and 18 runs of 8 heads, 1,000 steps) took 372 s on one thread beside another run.
+SMALL_SYNTHETIC_CPU_UNIT = 0.33
 #: One multi-head run (8 heads) in one-head runs of the synthetic unit (assumed, not
 #: measured: the LSTMs dominate a step); the whole multi-head cell, its 48 candidates
 #: screened and 3 x 20 runs trained, then costs 3 units of 20 seeds x 2 conditions.
@@ -75,6 +78,8 @@ def estimate_seconds(cell, card):
         # to share it as the CNN cells do (shared_slowdown; not measured for LSTMs)
         return steps / (models / shared_slowdown(models) if card != "cpu" else 1) + 60
     size = cell_runners.synthetic_size(s)
+    if card == "cpu" and s["size"] != "paper":
+        unit = SMALL_SYNTHETIC_CPU_UNIT        # on a card a small LSTM costs what launches do
     # HA and LV compute the output at every source position: a step cost 5-10x SA's on
     # the CPU (examples/both_papers.py); the GPU's factor is not measured, 5 assumed
     per_position = 1 if s.get("paradigm", "sa") == "sa" else 5
