@@ -33,7 +33,11 @@ CARDS = tuple(STEP_MS)
 #:   translation; not yet measured);
 #: * synthetic: one step of 20 seeds, both conditions (H200: `synthetic copy
 #:   --paper-size --seeds 20 --steps 500` took 66 s); the multi-head cell counted
-#:   in one-head runs (MULTIHEAD_RUN).
+#:   in one-head runs (MULTIHEAD_RUN). Taken proportional to the runs, which is doubtful
+#:   on a card: there 20 seeds batched took 1.32x one seed's time (bench_synthetic_seeds,
+#:   H = 256), so a step may cost mostly its launches, and a part of few seeds more than
+#:   its share. The first GPU records of synthetic parts (wall time, steps, seeds) will
+#:   say which; until then a part's estimate may be low.
 UNIT_SECONDS = {"hatexplain": {"h100": {"standard": 0.18, "self-attention": 0.55},
                                "h200": {"standard": 0.18, "self-attention": 0.55},
                                "cpu": {"standard": 0.55, "self-attention": 1.65}},
