@@ -131,9 +131,16 @@ def run_cells(names, data_root, results_dir, work, device, time_limit, compile_m
               show_default=True, help="The folder holding each cell's run folder.")
 @click.option("--out", "path", type=click.Path(dir_okay=False), required=True,
               help="The figure to write (.png, .pdf or .svg).")
-@click.option("--title", default=default(lib.plot_cells, "title"), show_default=True)
+@click.option("--title", default=None,
+              help="The figure's title [default: 'Training curves (mean over seeds)' for "
+                   "Table 1 cells, the cell's title for synthetic ones].")
 def plot(names, work, path, title):
-    """Plot mean a_z and training loss per epoch of the Table 1 cells NAMES."""
+    """Plot the training curves of the cells NAMES from their run folders.
+
+    Table 1 cells: mean a_z and training loss per epoch. Synthetic cells: test
+    accuracy against step, one curve per seed and condition (Snell Fig. 3); name
+    the parts of a cell (permute-copy@1 permute-copy@2) to draw all its seeds.
+    """
     lib.plot_cells(names, work, path, title)
     click.echo(f"wrote {path}")
 

@@ -159,6 +159,39 @@ def test_cells_plot_draws_the_histories_and_names_a_missing_one(tmp_path, torch_
     assert bad.exit_code == 2 and "not JSON lines" in bad.output
 
 
+def test_cells_plot_draws_a_synthetic_cell_from_its_parts(tmp_path, torch_one_thread):
+    """Synthetic cells plot accuracy per step from each part's results.json, all seeds
+    of all named parts in one figure; kinds are not mixed."""
+    pytest.importorskip("torch")
+    from unittest import mock
+
+    work = tmp_path / "w"
+    for k in (1, 2):
+        cells.run_cell(f"tiny-multihead@{k}", None, str(tmp_path / "r"), str(work),
+                       device="cpu")
+    cells.run_cell("tiny-synthetic-copy", None, str(tmp_path / "r"), str(work), device="cpu")
+    out = tmp_path / "copy.png"
+    with mock.patch("minimal_attn.experiments.plots.plot_synthetic_curves") as drawn:
+        cells.plot_cells(["tiny-synthetic-copy"], str(work), str(out))
+    seeds, path, title = drawn.call_args.args
+    assert path == str(out) and title == cells.get_cell("tiny-synthetic-copy").title
+    assert sorted((s["condition"], s["seed"]) for s in seeds) == [
+        ("control", 0), ("control", 1), ("permutation", 0), ("permutation", 1)]
+    result = CliRunner().invoke(cli, ["cells", "plot", "tiny-synthetic-copy", "--work",
+                                      str(work), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # a screening part has no results.json: named, nothing written
+    r = CliRunner().invoke(cli, ["cells", "plot", "tiny-multihead@1", "--work", str(work),
+                                 "--out", str(tmp_path / "m.png")])
+    assert r.exit_code == 2 and "no results.json" in r.output
+    assert not (tmp_path / "m.png").exists()
+    mixed = CliRunner().invoke(cli, ["cells", "plot", "tiny-synthetic-copy",
+                                     "tiny-t1-synthetic-lv", "--work", str(work), "--out",
+                                     str(tmp_path / "z.png")])
+    assert mixed.exit_code == 2 and "one kind at a time" in mixed.output
+
+
 def test_a_paradigm_cell_of_the_synthetic_tasks_records_its_paradigm(tmp_path,
                                                                      torch_one_thread):
     """The permutation cells per paradigm (both papers in one frame) run through the

@@ -375,25 +375,57 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
     return record
 
 
-def plot_cells(names, work_root, path, title="Training curves (mean over seeds)"):
-    """Mean a_z and training loss per epoch of the Table 1 cells ``names``, from each
-    cell's ``work_root/<name>/history.jsonl``; writes the figure to ``path``."""
-    import json
+def plot_cells(names, work_root, path, title=None):
+    """The training curves of the cells ``names`` from their run folders under
+    ``work_root``; writes the figure to ``path``.
 
+    Table 1 cells: mean a_z and training loss per epoch (``<name>/history.jsonl``).
+    Synthetic cells and parts: test accuracy against step, one curve per seed and
+    condition (``<name>/results.json``; Snell Fig. 3), so the parts of a cell draw it
+    whole. ``title`` None: "Training curves (mean over seeds)", or the first cell's.
+    """
+    kinds = {get_cell(name).kind for name in names}
+    if kinds == {"synthetic"}:
+        return _plot_synthetic(names, work_root, path, title)
+    if kinds != {"table1"}:
+        raise InputError(f"cells plot draws Table 1 cells or synthetic cells, one kind at a "
+                         f"time; these are {', '.join(sorted(kinds))}", param="names")
     from minimal_attn.experiments.plots import plot_training_curves
 
-    histories = {}
-    for name in names:
-        get_cell(name)
-        source = os.path.join(work_root, name, "history.jsonl")
-        if not os.path.isfile(source):
-            raise InputError(f"cell {name} has no history in {work_root} ({source} is "
-                             "missing): run it there first, or pass --work", param="work")
-        with open(source) as f:
-            try:
-                histories[name] = [json.loads(line) for line in f if line.strip()]
-            except json.JSONDecodeError as err:
-                raise InputError(f"{source} is not JSON lines ({err}); rerun the cell "
-                                 "to rewrite it") from None
-    plot_training_curves(histories, path, title)
+    histories = {name: _read_lines(_run_file(work_root, name, "history.jsonl"))
+                 for name in names}
+    plot_training_curves(histories, path, title or "Training curves (mean over seeds)")
     return path
+
+
+def _plot_synthetic(names, work_root, path, title):
+    from minimal_attn.experiments.checkpoints import load_guarded, read_json
+    from minimal_attn.experiments.plots import plot_synthetic_curves
+
+    seeds = []
+    for name in names:
+        source = _run_file(work_root, name, "results.json")
+        out = load_guarded(source, read_json, lambda o: None if isinstance(o, dict) and
+                           "conditions" in o else "not a synthetic results.json",
+                           what="results", fix="rerun the cell to rewrite it", prev=False)
+        seeds += [s for c in out["conditions"].values() for s in c["seeds"]]
+    cell = get_cell(names[0])
+    plot_synthetic_curves(seeds, path, title or (cell.part or {}).get("title", cell.title))
+    return path
+
+
+def _run_file(work_root, name, file):
+    source = os.path.join(work_root, name, file)
+    if not os.path.isfile(source):
+        raise InputError(f"cell {name} has no {file} in {work_root} ({source} is missing): "
+                         "run it there first, or pass --work", param="work")
+    return source
+
+
+def _read_lines(source):
+    with open(source) as f:
+        try:
+            return [json.loads(line) for line in f if line.strip()]
+        except json.JSONDecodeError as err:
+            raise InputError(f"{source} is not JSON lines ({err}); rerun the cell "
+                             "to rewrite it") from None
