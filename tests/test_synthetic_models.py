@@ -152,7 +152,8 @@ def test_a_given_head_pool_must_match_the_run(tmp_path):
                                                         n_test=4)), [0.1] * 3), {}, "other"),
             (label_pool(pool_meta(1, 3, config), [0.1] * 3), {}, "other settings"),
             (right, {"pool": 4}, "other settings"),
-            (right, {"task": "copy"}, "for task multihead")):
+            (right, {"task": "copy"}, "for task multihead"),
+            ({"good": [0]}, {}, "not a head pool")):
         args = dict({"task": "multihead", "pool": 3}, **kwargs)
         with pytest.raises(InputError, match=needle):
             run_synthetic(args.pop("task"), config, seeds=1, heads=2, out_dir=str(tmp_path / "o"),

@@ -166,15 +166,15 @@ def screen_heads(first_seed, pool, config, out_dir, progress=None, resume=True, 
 
 def check_head_pool(head_pool, pool_seed, pool, config):
     """Refuse a given head pool screened with other settings than this run's."""
-    problem = _pool_problem(head_pool)
+    problem = _pool_problem(head_pool) and "is not a head pool (meta, good, bad, final_accuracy)"
     if problem is None and head_pool["meta"] != pool_meta(pool_seed, pool, config):
-        problem = (f"screened with other settings ({head_pool['meta']}) than this run's "
+        problem = (f"was screened with other settings ({head_pool['meta']}) than this run's "
                    f"({pool_meta(pool_seed, pool, config)})")
     if problem is None and len(head_pool["final_accuracy"]) != pool:
-        problem = f"{len(head_pool['final_accuracy'])} candidates, not {pool}"
+        problem = f"has {len(head_pool['final_accuracy'])} candidates, not {pool}"
     if problem:
-        raise InputError(f"head pool {problem}: screen it again with these settings "
-                         "(or pass none)", param="head_pool")
+        raise InputError(f"the given head pool {problem}: screen it again with these "
+                         "settings (or pass none)", param="head_pool")
 
 
 def multihead_runs(seeds, first_seed, heads, screened, pool_seed=None):

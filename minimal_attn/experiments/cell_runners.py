@@ -214,8 +214,7 @@ def _joined_pool(cell, config, inputs):
     final = {}
     for name, record in inputs.items():
         given = {k: record["settings"].get(k) for k in SYNTHETIC_KEYS}
-        wanted = dict({k: getattr(config, k) for k in SYNTHETIC_KEYS[:-1]},
-                      pool_seed=s["pool_seed"])
+        wanted = {k: s[k] if k == "pool_seed" else getattr(config, k) for k in SYNTHETIC_KEYS}
         if given != wanted:
             raise InputError(f"{name} screened its heads with {given}, but {cell.name} trains "
                              f"with {wanted}: run {name} again", param="cell")
