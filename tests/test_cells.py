@@ -124,7 +124,7 @@ def test_provenance_names_the_commit_the_cell_started_from(monkeypatch, tmp_path
     # run_cell takes the source before its runner runs
     seen = []
 
-    def runner(cell, data_dir, work, device, log, control=None, progress=None):
+    def runner(cell, data_dir, work, device, log, control=None, progress=None, inputs=None):
         seen.append(True)
         monkeypatch.setattr(cells, "code_source", lambda: ("b" * 40, True))
         return {"conditions": {}}, {}, "cpu"

@@ -311,7 +311,7 @@ def test_a_table2_row_is_a_cell_too(tmp_path, shared_data, torch_one_thread):
 def test_a_record_from_before_a_setting_existed_matches_it_at_its_default(tmp_path):
     """first_seed and precision came after sweeps wrote records: such a record is still
     done for a cell at their defaults, and stale for a cell away from them."""
-    from minimal_attn.experiments.cells import Cell
+    from minimal_attn.experiments.cell_catalogue import Cell
     from minimal_attn.experiments.results_store import write_cell
     from minimal_attn.experiments.sweep_cell import record_status
 

@@ -114,7 +114,7 @@ def test_loss_finite_at_large_logits():
 
 def test_multihead_scenarios_draw_from_the_right_pool():
     """Sec. 5.2: all-bad holds K distinct bad heads, one-good exactly one good head."""
-    from minimal_attn.backends.snell.synthetic_experiments import multihead_runs
+    from minimal_attn.backends.snell.synthetic_heads import multihead_runs
 
     screened = {"good": [3, 7], "bad": [0, 1, 2, 4, 5, 6, 8, 9, 10]}
     runs, skipped = multihead_runs(seeds=5, first_seed=2, heads=8, screened=screened)
@@ -136,11 +136,8 @@ def test_a_given_head_pool_must_match_the_run(tmp_path):
     """run_synthetic(head_pool=...) draws heads from a pool screened elsewhere: one
     screened with other settings, of another size or for another task is refused
     before any training (nothing written)."""
-    from minimal_attn.backends.snell.synthetic_experiments import (
-        label_pool,
-        pool_meta,
-        run_synthetic,
-    )
+    from minimal_attn.backends.snell.synthetic_experiments import run_synthetic
+    from minimal_attn.backends.snell.synthetic_heads import label_pool, pool_meta
     from minimal_attn.backends.snell.synthetic_train import SyntheticConfig
     from minimal_attn.errors import InputError
 

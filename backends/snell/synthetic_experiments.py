@@ -19,13 +19,10 @@ paired by seed.
 **Multi-head (Sec. 5.2).** The paper leaves open what is held fixed while a head
 is screened; here everything but the heads is: every multi-head run and every
 screened candidate starts the rest of the model (embeddings, LSTMs, N) from
-``first_seed`` and reads data stream ``first_seed``, so a head initialisation
-``W^(c)`` (from head seed ``c``) is *good* exactly when the single-head model
-with it converges (final accuracy > 0.95), a property of ``W^(c)`` alone. A pool
-of ``pool`` candidates is screened in one batched run and cached in
-``DIR/head_pool.json``; seed ``s`` of *all-bad* draws ``K`` distinct bad heads,
-*one-good* one good and ``K - 1`` bad ones, *independent* ``K`` unscreened heads.
-A scenario the pool cannot fill is listed under ``"skipped"`` with the counts.
+``first_seed`` (or ``pool_seed``) and reads its data stream, so a head is *good*
+or *bad* by itself (:mod:`.synthetic_heads`: the pool, its cache
+``DIR/head_pool.json``, the scenarios). A scenario the pool cannot fill is listed
+under ``"skipped"`` with the counts.
 """
 
 import os
@@ -34,6 +31,12 @@ from dataclasses import asdict, replace
 import numpy as np
 
 from minimal_attn import synthetic_tasks as tasks
+from minimal_attn.backends.snell.synthetic_heads import (
+    SCENARIOS,
+    check_head_pool,
+    multihead_runs,
+    screen_heads,
+)
 from minimal_attn.backends.snell.synthetic_train import (
     CONVERGED,
     FAILED,
@@ -44,7 +47,6 @@ from minimal_attn.backends.snell.synthetic_train import (
 )
 from minimal_attn.errors import InputError, check_int_at_least, check_positive
 from minimal_attn.experiments import plots
-from minimal_attn.experiments.checkpoints import load_guarded, read_json
 from minimal_attn.experiments.io import check_output_dir, ensure_dir, undo_on_refusal, write_json
 from minimal_attn.experiments.resources import check_memory, check_steps
 
@@ -52,7 +54,7 @@ TASKS = {
     "copy": ("permutation", "control"),
     "copy-control": ("control",),
     "copy-mixture": ("mixture", "control"),
-    "multihead": ("independent", "one-good", "all-bad"),
+    "multihead": SCENARIOS,
     "keyword": ("keyword",),
     "permute": ("permutation-function", "copy"),
 }
@@ -64,7 +66,6 @@ TITLES = {
     "keyword": "keyword toy, uniform attention (Snell Sec. 6.1)",
     "permute": "permutation function vs copy (Snell Sec. 6.2)",
 }
-INDEPENDENT_HEAD_OFFSET = 100_000     # unscreened heads never reuse a pool candidate
 
 
 def _check_count(name, value, low=1):
@@ -103,110 +104,6 @@ def plain_runs(task, seeds, first_seed):
     heads = lambda s: [] if task == "keyword" else [s]            # noqa: E731
     return [Run(cond, s, init_seed=s, head_seeds=heads(s), data_seed=s)
             for cond in TASKS[task] for s in range(first_seed, first_seed + seeds)]
-
-
-def _pool_problem(cached):
-    keys = {"meta", "good", "bad", "final_accuracy"}
-    return None if isinstance(cached, dict) and keys <= set(cached) else "not a head pool"
-
-
-def pool_meta(pool_seed, pool, config):
-    """What a head pool's labels depend on: the model seed the candidates are screened
-    in, the pool size and the training settings (not where or how long it ran)."""
-    return {"first_seed": pool_seed, "pool": pool,
-            "config": {k: v for k, v in asdict(config).items()
-                       if k not in ("device", "time_limit")}}
-
-
-def label_pool(meta, final_accuracy):
-    """A head pool from its candidates' final accuracies: candidate ``c`` is good when
-    the single-head model with head ``W^(c)`` converged (> 0.95, Sec. 5.2)."""
-    final = [float(a) for a in final_accuracy]
-    return {"meta": meta, "final_accuracy": final,
-            "good": [c for c, a in enumerate(final) if a > CONVERGED],
-            "bad": [c for c, a in enumerate(final) if a <= CONVERGED]}
-
-
-def screen_candidates(pool_seed, candidates, config, checkpoint=None, progress=None,
-                      resume=True, log=None):
-    """Train the single-head models of head candidates ``candidates`` (head seeds), the
-    rest of each model from ``pool_seed`` on data stream ``pool_seed`` (Sec. 5.2).
-
-    Each candidate is a run of its own in one seed-batched model, so any block of the
-    pool screens as the whole pool does. Returns ``(final accuracies, stopped_at)``;
-    ``stopped_at`` is the step a ``config.time_limit`` ended the screening at (its
-    accuracies are then no labels), None when it ran to ``config.steps``.
-    """
-    runs = [Run("permutation", c, init_seed=pool_seed, head_seeds=[c], data_seed=pool_seed,
-                label="candidate") for c in candidates]
-    curves = train_runs(runs, config, checkpoint, progress, resume, log,
-                        label="screening heads")
-    return [float(a) for a in curves["accuracy"][-1]], curves["stopped_at"]
-
-
-def screen_heads(first_seed, pool, config, out_dir, progress=None, resume=True, log=None):
-    """Good/bad labels of ``pool`` candidate heads (Sec. 5.2 rejection sampling), cached."""
-    # the labels need the screening complete: no time limit here
-    config = replace(config, time_limit=None)
-    meta = pool_meta(first_seed, pool, config)
-    path = os.path.join(out_dir, "head_pool.json") if out_dir else None
-    if path:
-        cached = load_guarded(path, read_json, _pool_problem, what="head pool cache",
-                              fix="delete it to screen the heads again", prev=False)
-        if cached is not None and cached["meta"] == meta:
-            return cached
-    ckpt = os.path.join(out_dir, "checkpoints", "head_pool.ckpt") if out_dir else None
-    final, _ = screen_candidates(first_seed, range(pool), config, ckpt, progress, resume, log)
-    result = label_pool(meta, final)
-    if path:
-        ensure_dir(out_dir)
-        write_json(path, result)
-    return result
-
-
-def check_head_pool(head_pool, pool_seed, pool, config):
-    """Refuse a given head pool screened with other settings than this run's."""
-    problem = _pool_problem(head_pool) and "is not a head pool (meta, good, bad, final_accuracy)"
-    if problem is None and head_pool["meta"] != pool_meta(pool_seed, pool, config):
-        problem = (f"was screened with other settings ({head_pool['meta']}) than this run's "
-                   f"({pool_meta(pool_seed, pool, config)})")
-    if problem is None and len(head_pool["final_accuracy"]) != pool:
-        problem = f"has {len(head_pool['final_accuracy'])} candidates, not {pool}"
-    if problem:
-        raise InputError(f"the given head pool {problem}: screen it again with these "
-                         "settings (or pass none)", param="head_pool")
-
-
-def multihead_runs(seeds, first_seed, heads, screened, pool_seed=None):
-    """Runs of the three Sec. 5.2 scenarios and the scenarios the pool cannot fill.
-
-    Seeds ``first_seed .. first_seed + seeds - 1``; every run starts the rest of the
-    model from ``pool_seed`` (default ``first_seed``) on its data stream. Seed ``s``
-    draws its heads from ``s`` alone, so a block of seeds runs as in the whole set.
-    """
-    pool_seed = first_seed if pool_seed is None else pool_seed
-    good, bad = screened["good"], screened["bad"]
-    runs, skipped = [], {}
-    for scenario in TASKS["multihead"]:
-        if scenario == "all-bad" and len(bad) < heads:
-            skipped[scenario] = f"{len(bad)} bad heads in the pool, need {heads}: raise --pool"
-            continue
-        if scenario == "one-good" and (not good or len(bad) < heads - 1):
-            skipped[scenario] = (f"{len(good)} good and {len(bad)} bad heads in the pool, "
-                                 f"need 1 and {heads - 1}: raise --pool")
-            continue
-        for s in range(first_seed, first_seed + seeds):
-            rng = np.random.default_rng([52, s])
-            if scenario == "independent":
-                chosen = [INDEPENDENT_HEAD_OFFSET + s * heads + k for k in range(heads)]
-            elif scenario == "all-bad":
-                chosen = list(rng.choice(bad, heads, replace=False))
-            else:
-                chosen = [rng.choice(good)] + list(rng.choice(bad, heads - 1, replace=False))
-            runs.append(Run("permutation", s, init_seed=pool_seed,
-                            head_seeds=[int(h) for h in chosen], data_seed=pool_seed,
-                            label=scenario))
-    return runs, skipped
 
 
 def _count_table_figure(task, first_seed, out_dir):
@@ -294,9 +191,9 @@ def run_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_dir
     pool_seed : multihead only: the seed of the rest of the model (and of the data
         stream) that every candidate is screened in and every run starts from (default
         ``first_seed``); with it a block of seeds runs as part of a larger set
-    head_pool : multihead only: the labelled pool to draw heads from (:func:`label_pool`,
-        e.g. joined from blocks screened by :func:`screen_candidates`) instead of
-        screening here; refused when screened with other settings (:func:`pool_meta`)
+    head_pool : multihead only: the labelled pool to draw heads from instead of screening
+        here (:func:`.synthetic_heads.label_pool`, e.g. of blocks screened by
+        ``screen_candidates``); refused when screened with other settings (``pool_meta``)
     out_dir : folder for results.json, figures, checkpoints (None: nothing written)
     resume : continue from the checkpoints in ``out_dir`` (the head pool cache is
         reused whenever its settings match)

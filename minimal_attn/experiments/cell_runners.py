@@ -1,11 +1,13 @@
 r"""How each kind of cell runs: one runner per ``settings["runner"]`` (issue 19).
 
-A runner takes ``(cell, data_dir, work, device, log, control, progress)``, runs
+A runner takes ``(cell, data_dir, work, device, log, control, progress, inputs)``, runs
 the cell's experiment through its library call (:func:`.table1.run_experiment`'s
 driver, ``run_hatexplain``, ``run_agreement``, ``run_synthetic``) in the run
 folder ``work`` (a rerun resumes there), handing it ``log(line)`` and
 ``progress(label, done, total, note)`` (:mod:`.progress`), and returns
-``(result, settings, device used)`` for :func:`.cells.run_cell`'s record. The torch backends are
+``(result, settings, device used)`` for :func:`.cells.run_cell`'s record. ``inputs``
+holds the records of the parts the cell reads (:func:`.cells.needs`: a multi-head
+training part, its screening parts), empty for the others. The torch backends are
 imported inside the runners, when a cell runs.
 """
 
@@ -37,7 +39,8 @@ def synthetic_size(s):
                 **(tiny if s["size"] == "tiny" else {}))
 
 
-def _run_fcam(cell, data_dir, work, device, log, control=None, progress=None):
+def _run_fcam(cell, data_dir, work, device, log, control=None, progress=None,
+              inputs=None):
     from minimal_attn.backends.vr.batched import default_mode
     from minimal_attn.backends.vr.table1 import run_experiment
 
@@ -67,7 +70,8 @@ def fcam_result(results, meta, paradigm):
     return result
 
 
-def _run_hatexplain(cell, data_dir, work, device, log, control=None, progress=None):
+def _run_hatexplain(cell, data_dir, work, device, log, control=None, progress=None,
+                    inputs=None):
     from minimal_attn.backends.vr.text_train import (
         HateXplainConfig,
         TextTrainConfig,
@@ -97,7 +101,8 @@ TINY_AGREEMENT = {"steps": 20, "hidden": 8, "emb": 8, "out_hidden": 8, "max_trai
                   "vocab_size": 200}
 
 
-def _run_agreement(cell, data_dir, work, device, log, control=None, progress=None):
+def _run_agreement(cell, data_dir, work, device, log, control=None, progress=None,
+                   inputs=None):
     from minimal_attn.backends.snell.agreement import AgreementConfig, run_agreement
     from minimal_attn.backends.torch_backend import get_device
 
@@ -189,7 +194,7 @@ def _screen_part(cell, config, work, log, progress):
     """A multi-head screening part: its candidates' final accuracies (Sec. 5.2)."""
     import os
 
-    from minimal_attn.backends.snell.synthetic_experiments import screen_candidates
+    from minimal_attn.backends.snell.synthetic_heads import screen_candidates
 
     s = cell.settings
     first, count = s["first_candidate"], s["candidates"]
@@ -207,7 +212,7 @@ def _joined_pool(cell, config, inputs):
     """The head pool of a multi-head training part, labelled from the records of the
     cell's screening parts ``inputs`` (:func:`.cells.inputs`); refused when a record
     was screened with other settings than this part trains with."""
-    from minimal_attn.backends.snell.synthetic_experiments import label_pool, pool_meta
+    from minimal_attn.backends.snell.synthetic_heads import label_pool, pool_meta
     from minimal_attn.errors import InputError
 
     s = cell.settings

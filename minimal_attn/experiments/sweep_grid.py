@@ -2,7 +2,7 @@ r"""A sweep's grid: settings of ``attn-dyn train`` crossed into named Table 1 ce
 
 Vashisht & Ramaswamy (2023), Table 1: one row of the table is one data set,
 m and paradigm with all its seeds, and that is one cell here
-(:class:`minimal_attn.experiments.cells.Cell`, kind ``table1``). A grid is a mapping
+(:class:`minimal_attn.experiments.cell_catalogue.Cell`, kind ``table1``). A grid is a mapping
 ``key -> [values]`` whose keys are the settings of ``attn-dyn train``
 (:class:`~minimal_attn.experiments.config.ExperimentConfig`, ``paradigm`` for
 its list of paradigms, ``-`` or ``_`` alike); the values are crossed. With
@@ -215,14 +215,14 @@ def _settings(config, paradigm):
 
 
 def expand(grid):
-    """Every combination of ``grid`` as a :class:`.cells.Cell`, sorted by name.
+    """Every combination of ``grid`` as a :class:`.cell_catalogue.Cell`, sorted by name.
 
     Each cell's ``settings`` hold every setting that affects its numbers (the
     configuration a finished record must match; the others are given by
     :func:`operational`). Refuses (naming the key) a combination that
     ``attn-dyn train`` would refuse.
     """
-    from minimal_attn.experiments.cells import Cell
+    from minimal_attn.experiments.cell_catalogue import Cell
     from minimal_attn.experiments.train_report import PAPER_TABLE1
 
     if not grid:

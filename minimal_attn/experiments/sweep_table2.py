@@ -54,7 +54,7 @@ def value(key, raw):
 def expand(grid):
     """Every combination of ``grid`` (no ``table`` key) as a Table 2 cell, sorted by name."""
     from minimal_attn.experiments.agreement_table import PAPER_NAME, PAPER_TABLE2
-    from minimal_attn.experiments.cells import Cell
+    from minimal_attn.experiments.cell_catalogue import Cell
     from minimal_attn.experiments.sweep_grid import cell_name
 
     config_class = _config_class()
