@@ -46,8 +46,30 @@ def test_every_cell_has_an_estimate_and_the_authors_cells_come_first():
     # a HateXplain cell: 12 seeds x 10 epochs at its embedding's seconds a seed-epoch
     assert estimate_seconds(cells.get_cell("t1-hatexplain2-lv"), "cpu") == \
         pytest.approx(120 * 1.65)
+    # the permutation copy: 3,000 steps of 40 runs at 0.13 s a step on an H200, 6 s on the CPU
+    copy = cells.get_cell("permute-copy")
+    assert estimate_seconds(copy, "h200") == pytest.approx(3000 * 0.13)
+    assert estimate_seconds(copy, "cpu") == pytest.approx(3000 * 6.0)
     with pytest.raises(InputError, match="cells list"):
         cells.get_cell("t1-cifar11")
+
+
+def test_a_synthetic_part_on_a_card_costs_its_launches_whatever_its_seeds():
+    """On the CPU half the seeds take half the time; on a card a step's launches do not
+    shrink with the runs (one run 40 ms a step, 20 batched 52 ms on the H200), so a
+    part of half the seeds takes more than half, and HA's per-position outputs cost a
+    card less than the CPU."""
+    for name in ("permute-copy", "permute-copy-ha", "multihead-8"):
+        cell = cells.get_cell(name)
+        part = cells.parts(cell)[-1]
+        for card in ("h100", "h200"):
+            whole, one = estimate_seconds(cell, card), estimate_seconds(part, card)
+            assert whole / cell.parts < one < whole, (name, card)
+    copy, ha = cells.get_cell("permute-copy"), cells.get_cell("permute-copy-ha")
+    cpu_half = estimate_seconds(cells.parts(copy)[0], "cpu")
+    assert cpu_half == pytest.approx(estimate_seconds(copy, "cpu") / 2)
+    assert estimate_seconds(ha, "cpu") / estimate_seconds(copy, "cpu") > \
+        estimate_seconds(ha, "h200") / estimate_seconds(copy, "h200") > 1
 
 
 def test_a_tiny_cell_writes_its_record_and_the_pages_regenerate(tmp_path, torch_one_thread):

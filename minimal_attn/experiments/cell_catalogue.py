@@ -87,13 +87,15 @@ def _snell_cells():
                    {"runner": "synthetic", "task": "multihead", "seeds": 20, "heads": 8,
                     "pool": 48, "size": "paper", "screen_parts": MULTIHEAD_SCREEN_PARTS},
                    parts=MULTIHEAD_SCREEN_PARTS + 4)]
-    # both papers in one frame: V&R's other paradigms on the permutation copy (HA and LV
-    # compute the output at every source position: 10 parts of 2 seeds fit a job each)
+    # both papers in one frame: V&R's other paradigms on the permutation copy. HA and LV
+    # compute the output at every source position, work a card does quickly; a step costs
+    # it mostly launches, so parts of few seeds cost nearly what the whole does: two parts
+    # of 10 seeds fit a job each (cell_costs.SYNTHETIC_FIXED, PER_POSITION)
     cells += [Cell(f"permute-copy-{p}", "synthetic", "paper",
                    f"permutation copy vs its control, {p} per target token, 20 seeds",
                    {"runner": "synthetic", "task": "copy", "seeds": 20, "size": "paper",
                     "paradigm": p, **({"switch_step": "auto"} if p == "hybrid" else {})},
-                   parts=10)
+                   parts=2)
               for p in ("ha", "lv", "hybrid")]
     return cells
 

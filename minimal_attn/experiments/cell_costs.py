@@ -31,13 +31,10 @@ CARDS = tuple(STEP_MS)
 #:   host-side speed-ups: 1,000 steps of the SST-2 row did not finish in 120 s, most of
 #:   it the proxy on the host, so at most 0.03 s a step is assumed, and twice that for
 #:   translation; not yet measured);
-#: * synthetic: one step of 20 seeds, both conditions (H200: `synthetic copy
-#:   --paper-size --seeds 20 --steps 500` took 66 s); the multi-head cell counted
-#:   in one-head runs (MULTIHEAD_RUN). Taken proportional to the runs, which is doubtful
-#:   on a card: there 20 seeds batched took 1.32x one seed's time (bench_synthetic_seeds,
-#:   H = 256), so a step may cost mostly its launches, and a part of few seeds more than
-#:   its share. The first GPU records of synthetic parts (wall time, steps, seeds) will
-#:   say which; until then a part's estimate may be low.
+#: * synthetic: one step of 40 runs (20 seeds of two conditions, one model) at the paper's
+#:   size (H200: `synthetic copy --paper-size --seeds 20 --steps 500` took 66 s); the
+#:   multi-head cell counted in one-head runs (MULTIHEAD_RUN). On a card a step of R runs
+#:   is not R/40 of it: see SYNTHETIC_FIXED.
 UNIT_SECONDS = {"hatexplain": {"h100": {"standard": 0.18, "self-attention": 0.55},
                                "h200": {"standard": 0.18, "self-attention": 0.55},
                                "cpu": {"standard": 0.55, "self-attention": 1.65}},
@@ -48,6 +45,18 @@ UNIT_SECONDS = {"hatexplain": {"h100": {"standard": 0.18, "self-attention": 0.55
 #: The synthetic unit on the CPU at the CPU size (H = 32): cpu-multihead-8 (24 candidates
 #: and 18 runs of 8 heads, 1,000 steps) took 372 s on one thread beside another run.
 SMALL_SYNTHETIC_CPU_UNIT = 0.33
+#: The part of the synthetic unit a step costs whatever its runs (s), on a card: what the
+#: host spends launching its operators. H200, H = 256 (bench_synthetic_seeds): one run
+#: 40 ms a step, 20 runs batched 52 ms, so (39.4 + 0.66 R) ms, 60% of a 40-run step
+#: fixed; taken as the host's, the same on both cards (the per-run rest scales with the
+#: card, as the unit does). On the CPU a step is proportional to its runs.
+SYNTHETIC_FIXED = {"h100": 0.6 * 0.13, "h200": 0.6 * 0.13, "cpu": 0.0}
+#: HA, LV and the hybrid against SA, per step: they compute the output at every source
+#: position (Snell Eq. (4)). On the CPU that cost 3-10x SA's (examples/both_papers.py;
+#: 2.8x at H = 32). On a card, where the launches dominate, one step has 1.03x SA's
+#: operators (3,643 against 3,539, torch profiler, one HA step of the copy task) and
+#: the per-position products add work the card does quickly: 1.2 assumed, not measured.
+PER_POSITION = {"h100": 1.2, "h200": 1.2, "cpu": 5.0}
 #: One multi-head run (8 heads) in one-head runs of the synthetic unit (assumed, not
 #: measured: the LSTMs dominate a step); the whole multi-head cell, its 48 candidates
 #: screened and 3 x 20 runs trained, then costs 3 units of 20 seeds x 2 conditions.
@@ -84,17 +93,15 @@ def estimate_seconds(cell, card):
     size = cell_runners.synthetic_size(s)
     if card == "cpu" and s["size"] != "paper":
         unit = SMALL_SYNTHETIC_CPU_UNIT        # on a card a small LSTM costs what launches do
-    # HA and LV compute the output at every source position: a step cost 5-10x SA's on
-    # the CPU (examples/both_papers.py); the GPU's factor is not measured, 5 assumed
-    per_position = 1 if s.get("paradigm", "sa") == "sa" else 5
-    if s["task"] != "multihead":
-        return size["steps"] * unit * s["seeds"] / 20 * per_position
-    # the multi-head cell in one-head runs (40 to a unit): its screened candidates,
-    # and its three scenarios' runs of 8 heads each (MULTIHEAD_RUN); a part has one
-    runs = {"screen": s.get("candidates", 0), "train": 3 * s["seeds"] * MULTIHEAD_RUN,
-            None: s["pool"] + 3 * s["seeds"] * MULTIHEAD_RUN}[s.get("phase")]
-    return size["steps"] * unit * runs / 40
-
+    paradigm = 1.0 if s.get("paradigm", "sa") == "sa" else PER_POSITION[card]
+    if s["task"] == "copy":              # permutation and control, 20 seeds of each a unit
+        runs = 2 * s["seeds"]
+    else:    # the multi-head cell in one-head runs: its screened candidates and its three
+        #   scenarios' runs of 8 heads each (MULTIHEAD_RUN); a part has one phase or none
+        runs = {"screen": s.get("candidates", 0), "train": 3 * s["seeds"] * MULTIHEAD_RUN,
+                None: s["pool"] + 3 * s["seeds"] * MULTIHEAD_RUN}[s.get("phase")]
+    fixed = SYNTHETIC_FIXED[card]
+    return size["steps"] * (fixed + (unit - fixed) * runs / 40) * paradigm
 
 def shared_slowdown(parallel):
     """How much slower each of ``parallel`` cells side by side runs than alone: measured
