@@ -127,7 +127,7 @@ def check_config(c):
                          f"backend {other} (numpy: linear FCAM on vector mosaics; torch: "
                          "CNN FCAM on image mosaics)", param="backend")
     for name, low in (("m", 2), ("epochs", 1), ("seeds", 1), ("first_seed", 0),
-                      ("n_train", 1), ("n_test", 1),
+                      ("data_seed", 0), ("n_train", 1), ("n_test", 1),
                       ("batch_size", 1), ("n_classes", 2), ("eval_every", 1),
                       ("checkpoint_every", 1)):
         _at_least(name, getattr(c, name), low)

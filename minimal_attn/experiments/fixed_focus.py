@@ -114,6 +114,7 @@ def resolve(cfg):
         raise InputError(f"delta must lie in (0, 1], got {cfg.delta}", param="delta")
     check_int_at_least("m (segments per mosaic)", cfg.m, 2, param="m")
     check_int_at_least("n_train", cfg.n_train, 1, param="n_train")
+    check_int_at_least("seed", cfg.seed, 0, param="seed")     # numpy refuses negative seeds
     if any(str(p).strip().lower() == "hybrid" for p in cfg.paradigms):
         raise InputError("hybrid is a schedule, not a fixed-focus loss: use sa, ha, lv or all",
                          param="paradigm")
