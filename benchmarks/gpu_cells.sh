@@ -36,6 +36,9 @@
 # grouped_nchw eager (cell_costs.pick_step), else that, and the estimates are divided by
 # the speed-up. The captured way: GPU_CELLS_PROBE (default cudagraph; compile on the
 # CPU); the probe's size: GPU_CELLS_PROBE_ARGS.
+# The synthetic cells' steps run as CUDA graphs on a card (GPU_CELLS_SYNTH_COMPILE,
+# default cudagraph there, none on the CPU): each graph is checked against an eager step
+# when captured and the cell goes on eagerly if it differs (its record says which ran).
 set -u
 cd "$(dirname "$0")/.."
 
@@ -52,7 +55,7 @@ while [ $# -gt 0 ]; do
     --card) CARD="$2"; shift ;;
     --parallel) PARALLEL="$2"; shift ;;
     --data) DATA="$2"; shift ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
     -*) echo "Error: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) CELLS+=("$1") ;;
   esac
@@ -238,6 +241,8 @@ if [ "$STEP" = auto ]; then
   set_plan $(( BUDGET - (SECONDS - START) ))
 fi
 echo "$PLAN_NOTE at a time"
+SYNTH_STEP=${GPU_CELLS_SYNTH_COMPILE:-$([ "${GPU_CELLS_DEVICE:-cuda}" = cpu ] && echo none \
+  || echo cudagraph)}
 run_one() {   # name left: run one cell, leave "STATE|seconds|last line" in runs/cells/NAME.status
   local name=$1 left=$2 t0=$SECONDS limit=() rc state
   local stop=$(( left > 2 * MARGIN ? left - MARGIN : left / 2 ))
@@ -245,7 +250,8 @@ run_one() {   # name left: run one cell, leave "STATE|seconds|last line" in runs
   case "$name" in
     t1-cifar*|cpu-t1-*|tiny-t1-*) limit=(--time-limit "$stop" --compile "$STEP"
                                    ${CONV:+--conv-mode "$CONV"}) ;;
-    permute-copy*|multihead*|tiny-synthetic*) limit=(--time-limit "$stop") ;;
+    permute-copy*|multihead*|tiny-synthetic*|tiny-multihead*|cpu-multihead*)
+      limit=(--time-limit "$stop" --compile "$SYNTH_STEP") ;;
     t2-*|tiny-t2-*) limit=(--time-limit "$stop2") ;;
   esac
   OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} timeout "$left" $ATTN cells run "$name" --data-root "$DATA" \

@@ -96,8 +96,10 @@ def list_cells(card, as_json, results_dir):
                    "stands and its record says time_limited (partial).")
 @click.option("--compile", "compile_mode", type=click.Choice(COMPILE_MODES),
               default=default(lib.run_cell, "compile"), show_default=True,
-              help="CNN FCAM cells: run each seed-batched step eagerly (none), through "
-                   "torch.compile, or captured whole in a CUDA graph (cudagraph, CUDA only).")
+              help="How each seed-batched step runs: eagerly (none), through "
+                   "torch.compile (CNN FCAM cells), or captured whole in a CUDA graph "
+                   "(cudagraph, CUDA only; synthetic cells check the graph against an eager "
+                   "step and go on eagerly if it differs).")
 @click.option("--conv-mode", type=click.Choice(CONV_MODES), default=None,
               help="CNN FCAM cells: how the seeds' convolutions run (loop, grouped, "
                    "grouped_nchw, unfold; `attn-dyn train --help`) [default: grouped_nchw "

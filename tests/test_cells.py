@@ -261,7 +261,14 @@ def test_cells_commands(tmp_path):
     assert r.exit_code == 2 and "cifar10-full" in r.output and not (tmp_path / "r").exists()
     r = runner.invoke(cli, ["cells", "run", "tiny-synthetic-copy", "--compile", "compile",
                             "--results", str(tmp_path / "r")])
-    assert r.exit_code == 2 and "CNN FCAM cells" in r.output and not (tmp_path / "r").exists()
+    assert r.exit_code == 2 and "none or cudagraph" in r.output and not (tmp_path / "r").exists()
+    r = runner.invoke(cli, ["cells", "run", "tiny-synthetic-copy", "--compile", "cudagraph",
+                            "--device", "cpu", "--results", str(tmp_path / "r")])
+    assert r.exit_code == 2 and "needs a CUDA device" in r.output
+    assert r.output.count("Error:") == 1 and not (tmp_path / "r").exists()
+    r = runner.invoke(cli, ["cells", "run", "tiny-t2-sst2", "--compile", "cudagraph",
+                            "--results", str(tmp_path / "r")])
+    assert r.exit_code == 2 and "CNN FCAM and synthetic cells" in r.output
     r = runner.invoke(cli, ["cells", "run", "tiny-synthetic-copy", "--conv-mode", "loop",
                             "--results", str(tmp_path / "r")])
     assert r.exit_code == 2 and "--conv-mode applies to the CNN FCAM cells" in r.output

@@ -139,7 +139,9 @@ def over_target_chunks(fn, per_t, t_axis, chunk):
     for t0 in range(0, T, chunk):
         part = [a.narrow(t_axis, t0, min(chunk, T - t0)) for a in per_t]
         if torch.is_grad_enabled() and any(a.requires_grad for a in part):
-            outs.append(checkpoint(fn, *part, use_reentrant=False))
+            # fn draws no random numbers, so no RNG state to keep (reading the CUDA one
+            # is refused while a CUDA graph captures the step: .synthetic_graph)
+            outs.append(checkpoint(fn, *part, use_reentrant=False, preserve_rng_state=False))
         else:
             outs.append(fn(*part))
     return torch.cat(outs, t_axis)

@@ -188,6 +188,7 @@ class SyntheticConfig:
     paradigm: str = "sa"              # sa, ha, lv or hybrid per target token (attention_losses)
     switch_step: object = None        # hybrid: first HA step, or "auto" per run; None: steps // 2
     time_limit: Optional[float] = None  # seconds: stop at the first evaluation after it
+    compile: str = "none"             # none, or cudagraph (CUDA): how a step runs (synthetic_graph)
 
 
 def _size(seeds, **given):

@@ -139,7 +139,9 @@ def config_paradigm(config, task):
 def check_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_dir=None,
                     pool_seed=None, head_pool=None):
     """Refuse, before any work, a setting that cannot run, fit in memory or finish."""
-    from minimal_attn.backends.torch_backend import get_device  # torch only when called
+    # torch only when called
+    from minimal_attn.backends.snell.synthetic_graph import check_compile
+    from minimal_attn.backends.torch_backend import get_device
 
     if task not in TASKS:
         raise InputError(f"unknown task {task!r}: use one of {', '.join(TASKS)}", param="task")
@@ -162,6 +164,7 @@ def check_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_d
     if config.time_limit is not None:
         check_positive("time_limit", config.time_limit, param="time_limit")
     get_device(config.device, param="device")
+    check_compile(config.compile, config.device)
     config_paradigm(config, task)
     check_steps(config.steps, f"training {task}", param="steps")
     if task == "multihead":
@@ -245,7 +248,7 @@ def _run(task, config, seeds, first_seed, heads, pool, out_dir, resume, progress
               "failed_fraction": primary["failed_fraction"],
               "conditions": conditions, "config": asdict(config),
               "first_seed": first_seed, "resumed_from_step": curves["resumed_from"],
-              "stopped_at": curves["stopped_at"], **extra}
+              "stopped_at": curves["stopped_at"], "step_way": curves["step_way"], **extra}
     if out_dir is not None:
         ensure_dir(out_dir)
         figures = {"accuracy": "accuracy.png"}

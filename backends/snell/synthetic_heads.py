@@ -53,15 +53,17 @@ def screen_candidates(pool_seed, candidates, config, checkpoint=None, progress=N
     rest of each model from ``pool_seed`` on data stream ``pool_seed`` (Sec. 5.2).
 
     Each candidate is a run of its own in one seed-batched model, so any block of the
-    pool screens as the whole pool does. Returns ``(final accuracies, stopped_at)``;
-    ``stopped_at`` is the step a ``config.time_limit`` ended the screening at (its
-    accuracies are then no labels), None when it ran to ``config.steps``.
+    pool screens as the whole pool does. Returns ``{"final_accuracy": [...],
+    "stopped_at", "step_way"}``: ``stopped_at`` is the step a ``config.time_limit`` ended
+    the screening at (its accuracies are then no labels), None when it ran to
+    ``config.steps``; ``step_way`` how the steps ran (:func:`.synthetic_train.train_runs`).
     """
     runs = [Run("permutation", c, init_seed=pool_seed, head_seeds=[c], data_seed=pool_seed,
                 label="candidate") for c in candidates]
     curves = train_runs(runs, config, checkpoint, progress, resume, log,
                         label="screening heads")
-    return [float(a) for a in curves["accuracy"][-1]], curves["stopped_at"]
+    return {"final_accuracy": [float(a) for a in curves["accuracy"][-1]],
+            "stopped_at": curves["stopped_at"], "step_way": curves["step_way"]}
 
 
 def screen_heads(first_seed, pool, config, out_dir, progress=None, resume=True, log=None):
@@ -76,7 +78,8 @@ def screen_heads(first_seed, pool, config, out_dir, progress=None, resume=True, 
         if cached is not None and cached["meta"] == meta:
             return cached
     ckpt = os.path.join(out_dir, "checkpoints", "head_pool.ckpt") if out_dir else None
-    final, _ = screen_candidates(first_seed, range(pool), config, ckpt, progress, resume, log)
+    final = screen_candidates(first_seed, range(pool), config, ckpt, progress, resume,
+                              log)["final_accuracy"]
     result = label_pool(meta, final)
     if path:
         ensure_dir(out_dir)

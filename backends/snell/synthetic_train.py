@@ -156,7 +156,8 @@ def evaluate(params, runs, config, chunk=50, phases="sa"):
 
 def _comparable(runs, config):
     """What a checkpoint must share with the run resuming it (``steps`` may grow)."""
-    cfg = {k: v for k, v in asdict(config).items() if k not in ("device", "steps", "time_limit")
+    cfg = {k: v for k, v in asdict(config).items()
+           if k not in ("device", "steps", "time_limit", "compile")
            and not (k in LATER_DEFAULTS and v == LATER_DEFAULTS[k])}
     if config.paradigm == "hybrid":       # its switch (steps // 2, auto's latest) needs them
         cfg["steps"] = config.steps
@@ -213,19 +214,25 @@ def train_runs(runs, config, checkpoint=None, progress=None, resume=True, log=No
         (``mean_loss`` is a float at evaluation steps, else None: reading it syncs a GPU)
     log : optional ``log(line)`` for warnings (a checkpoint replaced by its ``.prev``)
 
+    config.compile : ``cudagraph`` (CUDA) replays each step as a CUDA graph, checked
+        against an eager step first (:mod:`.synthetic_graph`)
+
     Returns
     -------
-    dict ``{"step": [...], "accuracy": [[per run] per eval], ...}`` plus ``"resumed_from"``.
+    dict ``{"step": [...], "accuracy": [[per run] per eval], ...}`` plus ``"resumed_from"``,
+    ``"stopped_at"``, ``"step_way"`` (how the steps ran: ``none``, ``cudagraph``, or
+    ``none (why the graph was given up)``) and ``"params"``.
     """
     import time
 
     import torch
 
-    from minimal_attn.backends.torch_backend import optimizer_step
+    from minimal_attn.backends.snell import synthetic_graph
 
     t0, stopped_at = time.perf_counter(), None
+    synthetic_graph.check_compile(config.compile, config.device)
     params = init_params(runs, config)
-    optimizer = torch.optim.Adam(params.values(), lr=config.lr)
+    optimizer = synthetic_graph.make_adam(params.values(), config.lr, config.compile)
     keyword, device = _is_keyword(runs), params["enc_Wx"].device
     settings = _comparable(runs, config)
     curves, start = {"step": []}, 0
@@ -235,6 +242,7 @@ def train_runs(runs, config, checkpoint=None, progress=None, resume=True, log=No
             for k, v in state["params"].items():
                 params[k].copy_(v)
         optimizer.load_state_dict(state["optimizer"])
+        synthetic_graph.set_capturable(optimizer, config.compile == "cudagraph")
         curves, start = state["curves"], state["step"]
     resumed_from = start
     if config.paradigm != "sa":
@@ -246,14 +254,13 @@ def train_runs(runs, config, checkpoint=None, progress=None, resume=True, log=No
     switches = curves.get("switch_step", [None] * len(runs))
     if start == 0 and not curves["step"]:
         _record(curves, 0, evaluate(params, runs, config, phases=phases_at(config, 0, switches)))
+    step_of = synthetic_graph.step_runner(
+        params, optimizer, lambda b, p: _loss(params, b, keyword, config.uniform, p)[0],
+        config.compile, log)
     for step in range(start, config.steps):
         batch = _stack_batches(runs, step, config.batch_size, device)
-        loss, _ = _loss(params, batch, keyword, config.uniform,
-                        phases_at(config, step, switches))
-        optimizer.zero_grad(set_to_none=True)
-        loss.sum().backward()                       # each run gets its own gradient
         done = step + 1
-        optimizer_step(optimizer, done)
+        loss = step_of(batch, phases_at(config, step, switches), done)
         if done % config.eval_every == 0 or done == config.steps:
             value = float(loss.detach().mean())
             if not np.isfinite(value):
@@ -276,6 +283,7 @@ def train_runs(runs, config, checkpoint=None, progress=None, resume=True, log=No
         elif progress:
             progress(label, done, config.steps, None)
     return dict(curves, resumed_from=resumed_from, stopped_at=stopped_at,
+                step_way=step_of.way,
                 params={k: v.detach() for k, v in params.items()})
 
 

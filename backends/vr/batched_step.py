@@ -43,6 +43,7 @@ import contextlib
 
 import torch
 
+from minimal_attn.backends import cuda_graphs
 from minimal_attn.errors import InputError
 
 #: Eager steps per (phases, batch shape) before a CUDA graph captures it.
@@ -148,12 +149,8 @@ class GraphStep:
 
     def _warm(self, idx, picks, sums, lrs):
         """An eager step on a side stream (torch's rule before a capture)."""
-        if self.stream is None:
-            self.stream = torch.cuda.Stream(device=idx.device)
-        self.stream.wait_stream(torch.cuda.current_stream(idx.device))
-        with torch.cuda.stream(self.stream):
-            eager_step(self.trainer, idx, picks, sums, lrs)
-        torch.cuda.current_stream(idx.device).wait_stream(self.stream)
+        self.stream = cuda_graphs.on_side_stream(
+            lambda: eager_step(self.trainer, idx, picks, sums, lrs), idx.device, self.stream)
 
     def _capture(self, idx, picks, sums):
         """A graph of the step on static inputs: indices ``static_idx`` (copied in before
@@ -177,15 +174,12 @@ class GraphStep:
 
     def _record(self, body):
         """``body``'s kernels captured in a CUDA graph (recorded, not run)."""
-        graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(graph):
-                body()
+            return cuda_graphs.record(body)
         except RuntimeError as err:
             raise InputError(f"compile='cudagraph' could not capture the training step "
                              f"({str(err).splitlines()[0]}); run with compile='compile' or "
                              f"'none'", param="compile") from err
-        return graph
 
 
 def step_runner(trainer, how, device):

@@ -143,7 +143,8 @@ def synthetic_config(s, device, control=None):
                            device="cpu" if device in ("auto", "cpu") else device,
                            paradigm=s.get("paradigm", "sa"),
                            switch_step=s.get("switch_step"), vocab=s.get("vocab"),
-                           time_limit=(control or {}).get("time_limit"))
+                           time_limit=(control or {}).get("time_limit"),
+                           compile=(control or {}).get("compile") or "none")
 
 
 def _run_synthetic(cell, data_dir, work, device, log, control=None, progress=None,
@@ -155,7 +156,8 @@ def _run_synthetic(cell, data_dir, work, device, log, control=None, progress=Non
     settings = dict(synthetic_size(s), task=s["task"], seeds=s["seeds"],
                     first_seed=s.get("first_seed", 0), paradigm=config.paradigm,
                     switch_step=config.switch_step, n_test=config.n_test,
-                    eval_every=config.eval_every, vocab=config.vocab)
+                    eval_every=config.eval_every, vocab=config.vocab,
+                    compile=config.compile)
     if s.get("phase") == "screen":
         return _screen_part(cell, config, work, log, progress), \
             dict(settings, seeds=0, pool_seed=s["pool_seed"], pool=s["pool"],
@@ -174,7 +176,8 @@ def _run_synthetic(cell, data_dir, work, device, log, control=None, progress=Non
                   for name, c in out["conditions"].items()}
     # a time limit ends training at an evaluation: the fractions are those of that step
     result = {"conditions": conditions, "steps_run": out["stopped_at"] or config.steps,
-              "time_limited": {"all": out["stopped_at"] is not None}}
+              "time_limited": {"all": out["stopped_at"] is not None},
+              "step_way": out["step_way"]}
     if s["task"] == "multihead":
         if head_pool is None:              # the whole cell: its screening is in it too
             conditions["candidate"] = _candidates(out["head_pool"]["final_accuracy"])
@@ -198,14 +201,14 @@ def _screen_part(cell, config, work, log, progress):
 
     s = cell.settings
     first, count = s["first_candidate"], s["candidates"]
-    final, stopped = screen_candidates(s["pool_seed"], range(first, first + count),
-                                       config, os.path.join(work, "checkpoints",
-                                                            "head_pool.ckpt"),
-                                       progress, resume=True, log=log)
+    out = screen_candidates(s["pool_seed"], range(first, first + count), config,
+                            os.path.join(work, "checkpoints", "head_pool.ckpt"),
+                            progress, resume=True, log=log)
+    final, stopped = out["final_accuracy"], out["stopped_at"]
     return {"conditions": {"candidate": _candidates(final)},
             "candidates": list(range(first, first + count)),
             "final_accuracy": final, "steps_run": stopped or config.steps,
-            "time_limited": {"all": stopped is not None}}
+            "time_limited": {"all": stopped is not None}, "step_way": out["step_way"]}
 
 
 def _joined_pool(cell, config, inputs):

@@ -184,11 +184,13 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
     first epoch boundary (synthetic and Table 2: evaluation) after it, the seeds
     (Table 2: the row's models) are evaluated as they stand, and the record says
     what was cut short (``result.time_limited``; the epochs or ``steps_run`` beside
-    it), so a partial cell is never read as a finished one. ``compile``
-    (same cells): how the seed-batched step runs (``none``, ``compile``,
-    ``cudagraph``: :mod:`minimal_attn.backends.vr.batched_step`) and ``conv_mode``
-    (how its convolutions run, :mod:`minimal_attn.backends.vr.batched`; None: by
-    device), both recorded in the record's settings.
+    it), so a partial cell is never read as a finished one. ``compile``: how
+    the seed-batched step runs, for the CNN FCAM cells ``none``, ``compile`` or
+    ``cudagraph`` (:mod:`minimal_attn.backends.vr.batched_step`), for the synthetic
+    cells ``none`` or ``cudagraph`` (:mod:`minimal_attn.backends.snell.synthetic_graph`;
+    the record's ``result.step_way`` says whether the graph was kept); ``conv_mode``
+    (CNN FCAM cells: how the convolutions run, :mod:`minimal_attn.backends.vr.batched`;
+    None: by device). Both are recorded in the record's settings.
 
     ``data_root`` holds the cell's data folder (``cell.data``: ``cifar10`` the
     subset, ``cifar10-full`` the complete CIFAR-10 as ``cifar-10-batches-py``,
@@ -200,10 +202,15 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
     if time_limit is not None and runner == "hatexplain":
         raise InputError(f"time_limit applies to the CNN FCAM, Table 2 and synthetic cells, "
                          f"not to cell {name}: drop it", param="time_limit")
+    if runner == "synthetic" and compile not in ("none", "cudagraph"):
+        raise InputError(f"compile for a synthetic cell is none or cudagraph, got "
+                         f"{compile!r} (cell {name})", param="compile")
+    takes = {"compile": ("the CNN FCAM and synthetic cells", ("fcam", "synthetic")),
+             "conv_mode": ("the CNN FCAM cells (t1-cifar10-*)", ("fcam",))}
     for key, value, unset in (("compile", compile, "none"), ("conv_mode", conv_mode, None)):
-        if value != unset and runner != "fcam":
-            raise InputError(f"{key} applies to the CNN FCAM cells (t1-cifar10-*), not to "
-                             f"cell {name}: drop it", param=key)
+        if value != unset and runner not in takes[key][1]:
+            raise InputError(f"{key} applies to {takes[key][0]}, not to cell {name}: drop it",
+                             param=key)
     data_dir = None
     if cell.data:
         data_dir = os.path.join(data_root, cell.data) if data_root else None
