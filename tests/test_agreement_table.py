@@ -89,3 +89,18 @@ def test_mean_kendall_by_length_equals_the_loop_over_pairs():
         vs.append(rng.random((T, L)))
     loop = np.concatenate([at.kendall_rows(u, v) for u, v in zip(us, vs) if u.size])
     assert at.mean_metric(us, vs, "tau") == float(np.nanmean(loop))
+
+
+def test_a_tau_row_with_constant_uniform_betas_is_undefined_not_an_error(hand_made):
+    """Kendall's tau of a constant row is undefined: a uniform model whose beta rows are all
+    constant has no best checkpoint; its columns are NaN (empty in the table) and so is
+    the xi they would give, while the columns that do not read it keep their values."""
+    standard, second, _, beta_px, _, _ = hand_made
+    flat = row(.25, .25, .25, .25)
+    uniform = run([0, 10], "beta", [[flat, flat], [flat, flat]], [.5, .6])
+    r = at.agreement_row(standard, second, uniform, beta_px, metric="tau")
+    assert np.isnan(r["A_alpha_beta_uf"]) and np.isnan(r["A_beta_uf_beta_px"])
+    assert np.isnan(r["xi_alpha_beta_uf"]) and r["xi_alpha_beta_uf_reached"] is False
+    assert r["curves"]["best_uniform_step"] == 10                  # the last checkpoint
+    assert np.isfinite(r["A_alpha_beta"]) and np.isfinite(r["xi_alpha_beta"])
+    assert "| sst2 (ours) |  |  |" in at.markdown_table("sst2", {"Table 3": r})

@@ -81,7 +81,9 @@ def agreement_row(standard, second, uniform, beta_px, frozen=None, beta_log=None
     final = standard[1][standard[0][-1]["step"]]
     alpha, beta = final[f"{split}_alpha"], final[f"{split}_beta"]
     uf_curve = _curve(uniform, split, "beta", alpha, metric, percent)
-    best = int(np.nanargmax(uf_curve))
+    # the uniform model's best checkpoint; where no checkpoint has a value (Kendall's tau
+    # is undefined when every beta or alpha row is constant) its last one, the value NaN
+    best = int(np.nanargmax(uf_curve)) if np.isfinite(uf_curve).any() else len(uf_curve) - 1
     beta_uf = uniform[1][uniform[0][best]["step"]][f"{split}_beta"]
     row = {"A_alpha_beta_uf": uf_curve[best],
            "A_beta_uf_beta_px": mean_metric(beta_uf, beta_px, metric, percent),
@@ -97,7 +99,8 @@ def agreement_row(standard, second, uniform, beta_px, frozen=None, beta_log=None
                        ("xi_alpha_beta", row["A_alpha_beta"])):
         x = agreement.xi(value, run_a, run_p)
         row[key + "_reached"] = not math.isnan(x)
-        row[key] = row["xi_star"] if math.isnan(x) else x
+        # an undefined agreement has no xi; one never reached gets the final performance
+        row[key] = math.nan if math.isnan(value) else row["xi_star"] if math.isnan(x) else x
     if beta_log is not None:
         row["A_beta_uf_beta_log"] = mean_metric(beta_uf, beta_log, metric, percent)
     if frozen is not None:
