@@ -103,14 +103,16 @@ def _task_belongs_to_train_seq(ctx, param, value):
               help="Training mosaics, built from training images (reused; CIFAR: at most "
                    "the number of training images).")
 @click.option("--n-test", type=int, default=D.n_test, show_default=True,
-              help="Test mosaics, from test images (CIFAR: at most the test images).")
+              help="Test mosaics, from test images (CIFAR: at most the test images; see "
+                   "--test-images).")
 @click.option("--protocol", type=click.Choice(sorted(PROTOCOLS)), default=None,
               help="paper: Appendix A.2 as written (SGD at the paper's lrs, paper "
                    "classifier, zero start, n=10k CIFAR-10 / 50k CIFAR-100, 12 seeds, 150 "
                    "epochs, batch 256, 5,000 test mosaics). authors: the authors' released "
                    "code (Adam 5e-4, LeNet classifier, mirrored start, batch 100, at most "
                    "200 epochs, stop at loss 0.05, 12 seeds, 10,000 train and test "
-                   "mosaics). Options given explicitly win.")
+                   "mosaics). released: authors, with the data as their notebooks make it "
+                   "(--pixels half, --test-images train). Options given explicitly win.")
 @click.option("--optimizer", type=click.Choice(["sgd", "adam"]), default=D.optimizer,
               show_default=True, help="torch: sgd with --momentum (the paper's A.2) or adam "
               "(the authors' code; default lr 5e-4 for every paradigm).")
@@ -121,6 +123,15 @@ def _task_belongs_to_train_seq(ctx, param, value):
 @click.option("--classifier", type=click.Choice(["paper", "lenet"]), default=D.classifier,
               show_default=True, help="torch: paper (A.2's 3 conv + fc layers) or lenet "
               "(the authors' released 2-conv LeNet).")
+@click.option("--pixels", type=click.Choice(["standard", "half"]), default=D.pixels,
+              show_default=True, help="CIFAR: inputs standardised by the CIFAR-10 mean and std "
+              "per channel, or half: (x - 0.5) / 0.5 of pixels in [0, 1], so in [-1, 1] (the "
+              "authors' notebooks).")
+@click.option("--test-images", type=click.Choice(["test", "train"]), default=D.test_images,
+              show_default=True, help="CIFAR: the test mosaics' images come from the held-out "
+              "test split, or from the training split as in the authors' notebooks (new "
+              "mosaics of seen images: at 10,000 mosaics each about half the test "
+              "foregrounds were in training mosaics).")
 @click.option("--stop-loss", type=float, default=D.stop_loss,
               help="Stop a run after the first epoch whose mean training loss is <= this "
                    "(the authors' rule: 0.05); the epoch is recorded [default: none].")

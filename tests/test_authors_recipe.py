@@ -169,6 +169,11 @@ def test_checkpoints_of_default_recipe_keep_their_settings_key():
                                  classifier="lenet"), None)
     assert adam["optimizer"] == "adam" and adam["lr"] == {"sa": 5e-4}
     assert "momentum" not in adam and adam["classifier"] == "lenet"
+    # the pixel scaling changes the trajectory: a checkpoint of one does not resume the other
+    assert "pixels" not in sgd
+    assert affecting(TrainConfig(paradigm="sa", pixels="half"), None)["pixels"] == "half"
+    with pytest.raises(InputError, match="pixels must be one of standard, half"):
+        TrainConfig(pixels="unit")
     with pytest.raises(InputError, match="optimizer"):
         TrainConfig(optimizer="rmsprop")
 
@@ -182,8 +187,8 @@ def float64(monkeypatch):
     from minimal_attn.backends.vr import train as torch_train
 
     class Store64(image_store.ImageStore):
-        def __init__(self, X, device, z=None):
-            super().__init__(X, device, z)
+        def __init__(self, X, device, z=None, pixels="standard"):
+            super().__init__(X, device, z, pixels)
             self.X = self.X.double()
 
     def build64(*args, **kwargs):
@@ -278,6 +283,15 @@ def test_protocol_authors_fills_what_was_not_given():
         "adam", "mirror", "lenet", 0.05)
     assert (c.batch_size, c.epochs, c.n_train, c.seeds, c.protocol) == (100, 200, 10000, 1,
                                                                         "authors")
+    released = apply_protocol(ExperimentConfig(dataset="cifar10", data_dir="x"), "released")
+    assert (released.optimizer, released.stop_loss, released.pixels,
+            released.test_images) == ("adam", 0.05, "half", "train")
+    # the notebooks' data choices are CIFAR's: a synthetic run takes the rest of the recipe
+    synthetic = apply_protocol(ExperimentConfig(dataset="synthetic"), "released")
+    assert (synthetic.optimizer, synthetic.pixels, synthetic.test_images) == (
+        "adam", "standard", "test")
+    check_config(synthetic)
+    assert (c.pixels, c.test_images) == ("standard", "test")        # authors: as before
     paper = apply_protocol(ExperimentConfig(optimizer="adam"), "paper")
     assert paper.optimizer == "sgd" and paper.stop_loss is None
     with pytest.raises(InputError, match="backend torch"):

@@ -175,3 +175,27 @@ def test_malformed_cifar100(tmp_path):
     load_cifar100(root, label="fine")              # fine labels are enough for "fine"
     with pytest.raises(InputError, match="train.*'coarse_labels'"):
         load_cifar100(root, label="coarse")
+
+
+# ---------------------------------------------------------------- where test mosaics look
+
+@pytest.mark.parametrize("test_images", ["test", "train"])
+def test_test_mosaics_take_their_images_from_the_split_asked(tmp_path, test_images):
+    """Every image of the tiny archive is known by its green plane (100 + 10 b + k for
+    training image k of batch b, 100 + k for test image k): held-out test mosaics use test
+    images only; the authors' (test_images="train") training images only. Training
+    mosaics use training images either way."""
+    from minimal_attn.datasets.splits import load_mosaic_splits
+
+    write_tiny_cifar(tmp_path, "cifar10", n_per_split=10)
+    splits = load_mosaic_splits("cifar10", 3, 20, 10, data_dir=tmp_path,
+                                test_images=test_images)
+    green = {name: s.X[:, :, 1, 0, 0].astype(int) for name, s in
+             (("train", splits.train), ("test", splits.test))}
+    assert green["train"].min() >= 110
+    if test_images == "test":
+        assert green["test"].max() < 110
+    else:
+        assert green["test"].min() >= 110
+    with pytest.raises(InputError, match="n_test=11 mosaics but the test split"):
+        load_mosaic_splits("cifar10", 3, 20, 11, data_dir=tmp_path)

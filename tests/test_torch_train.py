@@ -136,6 +136,17 @@ def test_uint8_images_are_normalised_like_the_core():
     np.testing.assert_array_equal(batch.numpy(), mosaics.to_float_images(X[[3, 0]]))
 
 
+def test_the_authors_pixel_scaling_maps_0_255_onto_minus_1_1():
+    """--pixels half: (x / 255 - 0.5) / 0.5 in every channel, by hand at 0, 51, 255."""
+    X = np.array([0, 51, 255], dtype=np.uint8).reshape(1, 1, 1, 1, 3).repeat(3, axis=2)
+    half = ImageStore(X, torch.device("cpu"), pixels="half")[torch.tensor([0])].numpy()
+    np.testing.assert_allclose(half[0, 0, :, 0], [[-1.0, -0.6, 1.0]] * 3, rtol=0, atol=1e-6)
+    standard = ImageStore(X, torch.device("cpu"))[torch.tensor([0])].numpy()
+    assert standard[0, 0, 0, 0, 0] == pytest.approx(-0.4914 / 0.2470, rel=1e-6)
+    with pytest.raises(InputError, match="pixels must be one of standard, half"):
+        ImageStore(X, torch.device("cpu"), pixels="unit")
+
+
 def test_numpy_backend_learns_linear_orthogonal():
     full = data.linear_orthogonal(300, 4, 3, d=8, seed=0)
     train = Mosaics(full.X[:200], full.y[:200], full.z[:200])

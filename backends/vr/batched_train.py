@@ -75,7 +75,8 @@ class BatchedSeeds:
                                            config.momentum, ADAM_BETAS, ADAM_EPS)
         self.generators = [torch.Generator().manual_seed(s) for s in self.seeds]
         self.lrs = [0.0] * len(self.seeds)
-        self.stores = {name: None if mos is None else ImageStore(mos.X, device, mos.z)
+        self.stores = {name: None if mos is None else
+                       ImageStore(mos.X, device, mos.z, config.pixels)
                        for name, mos in self.sets.items()}
         self.y = torch.as_tensor(np.asarray(train.y), device=device)
         self.m = train.X.shape[1]

@@ -9,28 +9,30 @@ normalised per batch by table lookup, exactly as the core's
 import numpy as np
 import torch
 
-from minimal_attn.datasets.mosaics import to_float_images
+from minimal_attn.datasets.mosaics import pixel_scaling, to_float_images
 
 
-def _pixel_table():
-    """(3, 256) float32: ``to_float_images`` of every uint8 value in every channel.
+def _pixel_table(pixels="standard"):
+    """(3, 256) float32: ``to_float_images`` of every uint8 value in every channel, under
+    the scaling ``pixels`` (:data:`minimal_attn.datasets.mosaics.PIXEL_SCALINGS`).
 
     Normalising a uint8 batch on the device by table lookup gives exactly the
     core's :func:`minimal_attn.datasets.mosaics.to_float_images` while the data set stays
     uint8 (4x smaller) in device memory.
     """
     probe = np.repeat(np.arange(256, dtype=np.uint8)[:, None, None, None], 3, axis=1)
-    return to_float_images(probe)[:, :, 0, 0].T.copy()                 # (3, 256)
+    return to_float_images(probe, *pixel_scaling(pixels))[:, :, 0, 0].T.copy()   # (3, 256)
 
 
 class ImageStore:
-    """Mosaics X (N, m, 3, H, W) and positions z on the device; ``store[idx]`` is float32."""
+    """Mosaics X (N, m, 3, H, W) and positions z on the device; ``store[idx]`` is float32
+    (uint8 pixels scaled by ``pixels``, :data:`~minimal_attn.datasets.mosaics.PIXEL_SCALINGS`)."""
 
-    def __init__(self, X, device, z=None):
+    def __init__(self, X, device, z=None, pixels="standard"):
         X = np.asarray(X)
         self.table = None
         if X.dtype == np.uint8:
-            self.table = torch.as_tensor(_pixel_table(), device=device)
+            self.table = torch.as_tensor(_pixel_table(pixels), device=device)
             self.channel = torch.arange(3, device=device).view(3, 1, 1)
         elif X.dtype != np.float32:
             X = X.astype(np.float32)

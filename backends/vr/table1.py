@@ -64,7 +64,8 @@ def run_config(c, paradigm, seed):
                        dataset=paper_setting(c.dataset), n_classes=c.n_classes,
                        chunk=c.chunk, width=c.width, eval_every=c.eval_every,
                        checkpoint_every=c.checkpoint_every, time_limit=c.time_limit,
-                       compile=c.compile, conv_mode=c.conv_mode, precision=c.precision)
+                       compile=c.compile, conv_mode=c.conv_mode, precision=c.precision,
+                       pixels=c.pixels)
 
 
 def run_experiment(c, out=None, resume=False, progress=None, log=None, on_epoch=None):
@@ -109,7 +110,7 @@ class MosaicTable1:
             else c.dataset
         self.train, self.test, n_classes, self.names = load_mosaic_splits(
             source, c.m, c.n_train, c.n_test, data_dir=c.data_dir, n_classes=c.n_classes,
-            foreground=c.foreground, seed=c.data_seed)
+            foreground=c.foreground, seed=c.data_seed, test_images=c.test_images)
         self.c = replace(c, n_classes=n_classes, device=device)
 
     def run_config(self, paradigm, seed):

@@ -111,7 +111,7 @@ class CNNTrainer:
         self.optimizer = make_optimizer(config.optimizer, self.model.parameters(),
                                         config.momentum)
         self.generator = torch.Generator().manual_seed(int(config.seed))
-        self.stores = {name: ImageStore(mos.X, self.device, mos.z)
+        self.stores = {name: ImageStore(mos.X, self.device, mos.z, config.pixels)
                        for name, mos in self.sets.items()}
         self.y = torch.as_tensor(np.asarray(train.y), device=self.device)
         self.m = train.X.shape[1]

@@ -29,6 +29,20 @@ CIFAR10_FOREGROUND = ("airplane", "automobile", "bird")
 #: copied std (0.2023, 0.1994, 0.2010) is a mean of per-image stds, not this.)
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
+#: How pixels become network inputs, (mean, std) per channel of x / 255:
+#: ``standard`` the CIFAR-10 statistics above (zero mean, unit spread; the paper
+#: states none); ``half`` 0.5 and 0.5, pixels in [-1, 1], as the authors' released
+#: notebooks do (``transforms.Normalize((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))``).
+PIXEL_SCALINGS = {"standard": (CIFAR10_MEAN, CIFAR10_STD),
+                  "half": ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))}
+
+
+def pixel_scaling(name):
+    """``(mean, std)`` of :data:`PIXEL_SCALINGS` ``name``, for :func:`to_float_images`."""
+    if name not in PIXEL_SCALINGS:
+        raise InputError(f"pixels must be one of {', '.join(PIXEL_SCALINGS)}, got {name!r}",
+                         param="pixels")
+    return PIXEL_SCALINGS[name]
 
 
 def class_indices(class_names, wanted):

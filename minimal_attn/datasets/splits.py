@@ -65,8 +65,9 @@ def default_foreground(dataset):
 
 
 def load_mosaic_splits(dataset, m, n_train, n_test, data_dir=None, n_classes=3,
-                       foreground: Optional[Sequence[str]] = None, seed=0):
-    """Train and test mosaics of ``dataset``; train and test never share a source image.
+                       foreground: Optional[Sequence[str]] = None, seed=0, test_images="test"):
+    """Train and test mosaics of ``dataset``; by default train and test never share a source
+    image.
 
     Parameters
     ----------
@@ -78,6 +79,10 @@ def load_mosaic_splits(dataset, m, n_train, n_test, data_dir=None, n_classes=3,
     n_classes : C for generated data (CIFAR: the number of foreground classes)
     foreground : CIFAR foreground class names; None for the paper's
     seed : data seed (train uses ``2 seed``, test ``2 seed + 1``)
+    test_images : CIFAR only: ``test`` draws the test mosaics from the held-out test
+        images; ``train`` from the training images, as the authors' released notebooks do
+        (their test mosaics are new mosaics of the images the training mosaics use: at
+        10,000 mosaics each, about half of the test foregrounds were seen in training)
 
     Returns
     -------
@@ -108,17 +113,21 @@ def load_mosaic_splits(dataset, m, n_train, n_test, data_dir=None, n_classes=3,
                             "cifar-100-python"))
     splits = cifar.load_cifar10(data_dir) if dataset == "cifar10" else \
         cifar.load_cifar100(data_dir)
+    if test_images not in ("test", "train"):
+        raise InputError(f"test_images must be test or train, got {test_images!r}",
+                         param="test_images")
+    x_test, y_test = (splits.x_train, splits.y_train) if test_images == "train" else \
+        (splits.x_test, splits.y_test)
     # mosaics reuse images, but never more mosaics than the split has images
-    for name, n, have in (("n_train", n_train, len(splits.y_train)),
-                          ("n_test", n_test, len(splits.y_test))):
+    for name, n, have, split in (("n_train", n_train, len(splits.y_train), "train"),
+                                 ("n_test", n_test, len(y_test), test_images)):
         if n > have:
-            raise InputError(f"{name}={n} mosaics but the {name[2:]} split of {data_dir} "
+            raise InputError(f"{name}={n} mosaics but the {split} split of {data_dir} "
                              f"has only {have} images; lower {name} to at most {have}",
                              param=name)
     names = list(default_foreground(dataset) if foreground is None else foreground)
     fg, bg = mosaics.cifar10_classes(splits.class_names, names)
     train = mosaics.make_image_mosaics(splits.x_train, splits.y_train, fg, bg, m, n_train,
                                        seed=2 * seed)
-    test = mosaics.make_image_mosaics(splits.x_test, splits.y_test, fg, bg, m, n_test,
-                                      seed=2 * seed + 1)
+    test = mosaics.make_image_mosaics(x_test, y_test, fg, bg, m, n_test, seed=2 * seed + 1)
     return MosaicSplits(train, test, len(fg), names)

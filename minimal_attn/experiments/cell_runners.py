@@ -50,7 +50,8 @@ def _run_fcam(cell, data_dir, work, device, log, control=None, progress=None,
     settings = {k: meta[k] for k in ("dataset", "m", "protocol", "optimizer", "focus_init",
                                      "classifier", "stop_loss", "epochs", "batch_size",
                                      "n_train", "n_test", "width", "lr", "switch_epoch",
-                                     "eval_every", "time_limit", "compile", "conv_mode")}
+                                     "eval_every", "time_limit", "compile", "conv_mode",
+                                     "pixels", "test_images")}
     # the way the convolutions ran, also where the device chose it
     settings["conv_mode"] = settings["conv_mode"] or default_mode(meta["device"])
     return result, dict(settings, seeds=len(meta["seeds"]), first_seed=meta["seeds"][0]), \

@@ -41,6 +41,9 @@ CONV_MODES = ("loop", "grouped", "grouped_nchw", "unfold")
 #: The arithmetic of the seed-batched CNN trainer (backends/vr/batched_step.py): float32,
 #: float32 with TF32 matmuls (CUDA only), or its forwards under bfloat16 autocast.
 PRECISIONS = ("fp32", "tf32", "bf16")
+#: How CIFAR pixels become inputs (minimal_attn.datasets.mosaics.PIXEL_SCALINGS):
+#: standardised by the CIFAR-10 statistics, or to [-1, 1] as the authors' notebooks.
+PIXELS = ("standard", "half")
 #: Defaults for the linear FCAM (plain gradient descent from zero), chosen on the
 #: synthetic Gaussian mosaics; the paper gives none for this experiment.
 LINEAR_LR = {"sa": 0.5, "ha": 0.5, "lv": 0.5}
@@ -76,6 +79,7 @@ class TrainConfig:
     width: float = 1.0                   # network width multiplier (1 = Appendix A.2)
     focus_init: str = "zero"             # uniform start: output layer zero, or mirror
     classifier: str = "paper"            # paper (A.2's layers) or lenet (authors' code)
+    pixels: str = "standard"             # image scaling: standard (CIFAR-10 stats) or half
     # run control only (no effect on the trajectory, so not in `affecting`):
     eval_every: int = 1                  # score the test set every k epochs and at the end
     checkpoint_every: int = 1            # checkpoint every k epochs and at the end
@@ -94,7 +98,7 @@ class TrainConfig:
                 raise InputError(f"{key} must be a whole number >= 1, got "
                                  f"{getattr(self, key)!r}", param=key)
         for key, allowed in (("compile", COMPILE_MODES), ("precision", PRECISIONS),
-                             ("conv_mode", (None,) + CONV_MODES)):
+                             ("conv_mode", (None,) + CONV_MODES), ("pixels", PIXELS)):
             if getattr(self, key) not in allowed:
                 named = ", ".join(a for a in allowed if a is not None)
                 raise InputError(f"{key} must be one of {named}, got "
@@ -165,7 +169,8 @@ def affecting(config, table):
     # options existed still resume
     # (precision: bf16 moves the trajectory by more than rounding; not mixed within a run)
     for key, default in (("optimizer", "sgd"), ("focus_init", "zero"),
-                         ("classifier", "paper"), ("precision", "fp32")):
+                         ("classifier", "paper"), ("precision", "fp32"),
+                         ("pixels", "standard")):
         if getattr(config, key, default) != default:
             out[key] = getattr(config, key)
     out["lr"] = config.rates(table)

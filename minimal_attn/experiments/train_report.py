@@ -86,7 +86,8 @@ def summary_markdown(results, m, dataset=None):
 
 def recipe_text(meta):
     """One Markdown paragraph naming the training recipe of a result set's ``config.json``:
-    protocol, optimizer and its rates, the focus start, the classifier and the stop rule."""
+    protocol, optimizer and its rates, the focus start, the classifier, (CIFAR) the pixel
+    scaling and where the test images come from, and the stop rule."""
     rates = "; ".join(f"{p} " + (", ".join(f"{k} {v:g}" for k, v in lr.items())
                                  if isinstance(lr, dict) else f"{lr:g}")
                       for p, lr in meta.get("lr", {}).items())
@@ -100,6 +101,12 @@ def recipe_text(meta):
              f"batch {meta.get('batch_size')}",
              f"focus start {meta.get('focus_init', 'zero')}",
              f"classifier {meta.get('classifier', 'paper')}"]
+    if meta.get("dataset") in ("cifar10", "cifar100"):
+        parts.append({"standard": "pixels standardised (CIFAR-10 mean, std)",
+                      "half": "pixels in [-1, 1]"}[meta.get("pixels", "standard")])
+        parts.append({"test": "test mosaics from the held-out test images",
+                      "train": "test mosaics from the training images (seen images, new "
+                               "mosaics)"}[meta.get("test_images", "test")])
     stop = meta.get("stop_loss")
     if stop is None:
         parts.append(f"no stop rule: every run trains {meta.get('epochs')} epochs")
