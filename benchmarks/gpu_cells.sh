@@ -14,7 +14,8 @@
 # idle between kernel launches, so a few processes share it well; auto: the N, up to
 # GPU_CELLS_MAX_PARALLEL (4), under which the most cells would finish by their estimates,
 # cell_costs.choose_parallel, chosen again after the step probe). The first N cells
-# always run; a later one whose estimate (an upper bound under a stop rule) exceeds what
+# always run; a later one whose estimate (under a stop rule: from a finished cell of the
+# same recipe, cell_costs.stop_rule_epochs, else an upper bound) exceeds what
 # is left is skipped and says so, unless --force (and any later cell with under
 # GPU_CELLS_MIN_START, default 150, seconds left). A CNN FCAM or synthetic cell gets
 # --time-limit: it stops training MARGIN (60) s before the budget ends (at an epoch end,
@@ -86,7 +87,8 @@ import os
 import sys
 from minimal_attn.errors import InputError
 from minimal_attn.experiments import cells
-from minimal_attn.experiments.cell_costs import choose_parallel, estimate_seconds, shared_slowdown
+from minimal_attn.experiments.cell_costs import choose_parallel, shared_slowdown
+from minimal_attn.experiments.results_store import read_cells
 card, parallel, speedup, budget, force, min_start, margin, most, data, prep = sys.argv[1:11]
 speedup, budget, names = float(speedup), int(budget), sys.argv[11:]
 
@@ -109,14 +111,14 @@ if not names:
         names, absent = [n for n in names if has_data(n)], [n for n in names if not has_data(n)]
         if absent:
             print(f"# without their data under {data}: {len(absent)} cells and parts left out")
-rows = []
+rows, records = [], read_cells("results")
 for n in names:
     try:
         c = cells.get_cell(n)
     except InputError as err:
         sys.exit(f"Error: {err}")
-    rows.append((n, c.data or "-",
-                 estimate_seconds(c, card) / (speedup if c.settings["runner"] == "fcam" else 1)))
+    rows.append((n, c.data or "-", cells.expected_seconds(c, card, records)
+                 / (speedup if c.settings["runner"] == "fcam" else 1)))
 if parallel == "auto":
     parallel, done = choose_parallel([(n, alone) for n, _, alone in rows], budget, int(most),
                                      force == "1", int(min_start), int(margin))
@@ -168,7 +170,7 @@ fi
 
 if [ "$DRY" = 1 ]; then
   echo "gpu_cells dry run: budget ${BUDGET} s, card $CARD, $PLAN_NOTE at a time, data $DATA"
-  echo "(minutes: one cell alone on the card; an upper bound under a stop rule)"
+  echo "(minutes: one cell alone on the card; under a stop rule the epochs a finished cell of the same recipe took, +25%, else every allowed epoch)"
   [ -n "$DATA_NOTE" ] && echo "$DATA_NOTE" | sed 's/.*/(&)/'
   echo "$PLAN" | $PY -c '
 import sys

@@ -14,7 +14,7 @@ import click
 from minimal_attn.cli.options import CONTEXT, ProgressBar, default, progress_option
 from minimal_attn.experiments import cell_costs as costs
 from minimal_attn.experiments import cells as lib
-from minimal_attn.experiments.results_store import code_source, write_report
+from minimal_attn.experiments.results_store import code_source, read_cells, write_report
 from minimal_attn.experiments.train_loop import COMPILE_MODES, CONV_MODES
 
 RESULTS, WORK = default(lib.run_cell, "results_dir"), default(lib.run_cell, "work_root")
@@ -53,19 +53,21 @@ def list_cells(card, as_json, results_dir):
 
     A cell with parts runs as NAME@1 .. NAME@K, each a block of its seeds in one
     job (the multi-head cell's first parts screen its candidate heads); its minutes
-    are those of its longest part, alone on the card (for a stop rule, an upper
-    bound: every seed counted to its last epoch). Status: done, k/K parts
+    are those of its longest part, alone on the card (for a stop rule, the epochs a
+    finished cell of the same recipe took, with a margin, or else an upper bound: every
+    seed counted to its last epoch). Status: done, k/K parts
     (complete), partial (cut short by a time limit, or begun) or - (not run).
     """
     cards = [card] if card else sorted(costs.CARDS)
+    records = read_cells(results_dir)
     rows = []
     for cell in lib.all_cells().values():
         pieces = lib.parts(cell)
         rows.append({"cell": cell.name, "kind": cell.kind, "scale": cell.scale,
                      "data": cell.data or "-", "parts": cell.parts, "title": cell.title,
-                     "minutes": {c: max(costs.estimate_seconds(p, c) for p in pieces) / 60
-                                 for c in cards},
-                     "minutes_whole": {c: costs.estimate_seconds(cell, c) / 60
+                     "minutes": {c: max(lib.expected_seconds(p, c, records)
+                                        for p in pieces) / 60 for c in cards},
+                     "minutes_whole": {c: lib.expected_seconds(cell, c, records) / 60
                                        for c in cards},
                      "status": lib.status(cell.name, results_dir)})
     if as_json:

@@ -19,12 +19,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_every_cell_has_an_estimate_and_the_authors_cells_come_first():
     names = list(cells.all_cells())
-    assert names[:4] == [f"t1-cifar10-m5-authors-{p}" for p in ("sa", "ha", "lv", "hybrid")]
-    # then the released notebooks' data, and the issue's order: the paper's protocol,
-    # Multi30k, the multi-head rescue, m = 20, HateXplain, and the cells it does not name
+    assert names[:4] == [f"t1-cifar10-m5-released-{p}" for p in ("sa", "ha", "lv", "hybrid")]
+    # then the authors' recipe on held-out images, and the issue's order: the paper's
+    # protocol, Multi30k, the multi-head rescue, m = 20, HateXplain, and the cells it does
+    # not name
     heads = [n.rsplit("-", 1)[0] for n in names]
     firsts = sorted(dict.fromkeys(heads), key=heads.index)
-    assert firsts[:7] == ["t1-cifar10-m5-authors", "t1-cifar10-m5-released",
+    assert firsts[:7] == ["t1-cifar10-m5-released", "t1-cifar10-m5-authors",
                           "t1-cifar10-m5-paper", "t2", "multihead", "t1-cifar10-m20-authors",
                           "t1-cifar10-m20-paper"]
     assert names[names.index("t2-multi30k") + 1] == "multihead-8"
@@ -305,3 +306,36 @@ def test_gpu_cells_auto_parallel_and_the_cells_a_job_has_no_data_for(tmp_path):
     assert all(row[1] == "-" for row in listed)           # cells that need no data folder
     bad = dry("--parallel", "x")
     assert bad.returncode == 2 and "--parallel must be a count >= 1 or auto" in bad.stderr
+
+
+def test_a_stop_rule_cell_is_expected_to_take_what_a_finished_sibling_took():
+    """The released notebooks' cells train as the authors' do: a complete authors' record
+    (seeds stopped at epochs 36-48) sets the expected epochs of the released cell and its
+    parts to 48 x 1.25 = 60 of 200; a partial record, another paradigm, another scale or a
+    protocol without a stop rule set nothing."""
+    from minimal_attn.experiments.cell_costs import stop_rule_epochs
+
+    catalogue = cells.all_cells()
+
+    def record(name, epochs, cut=False):
+        return {"cell": name, "result": {"epochs_run": {str(i): e for i, e in
+                                                        enumerate(epochs)},
+                                         "time_limited": {"0": cut}}}
+
+    released = cells.get_cell("t1-cifar10-m5-released-sa")
+    sibling = record("t1-cifar10-m5-authors-sa", [36, 48, 40])
+    assert stop_rule_epochs(released, [sibling], catalogue) == 60
+    assert stop_rule_epochs(cells.parts(released)[2], [sibling], catalogue) == 60
+    part_record = record("t1-cifar10-m5-authors-sa@2", [30, 52])
+    assert stop_rule_epochs(released, [sibling, part_record], catalogue) == 65
+    for others in ([record("t1-cifar10-m5-authors-sa", [40], cut=True)],
+                   [record("t1-cifar10-m5-authors-lv", [40])],
+                   [record("cpu-t1-cifar10-m5-authors-sa", [12])], []):
+        assert stop_rule_epochs(released, others, catalogue) is None
+    assert stop_rule_epochs(cells.get_cell("t1-cifar10-m5-paper-sa"), [sibling],
+                            catalogue) is None
+    # a long sibling is capped at the protocol's 200 epochs
+    assert stop_rule_epochs(released, [record("t1-cifar10-m5-authors-sa", [190])],
+                            catalogue) == 200
+    whole = estimate_seconds(released, "h200")
+    assert cells.expected_seconds(released, "h200", [sibling]) < whole * 60 / 200 * 1.01

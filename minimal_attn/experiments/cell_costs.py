@@ -65,8 +65,54 @@ MULTIHEAD_RUN = 1.2
 JOB_SECONDS = 480
 
 
-def estimate_seconds(cell, card):
-    """Expected wall time of ``cell`` on ``card`` (h100, h200, cpu), from its work."""
+#: A stop rule's expected epochs: the most a finished sibling cell took, times this.
+STOP_MARGIN = 1.25
+
+
+def stop_rule_epochs(cell, records, cells_by_name):
+    """Epochs a CNN FCAM cell with a stop rule is expected to take at most, from the
+    complete records of its *siblings*: cells of the same scale, data set, m and paradigm
+    whose protocol trains the same way (``authors`` and ``released`` differ only in
+    their data, :data:`.config.CIFAR_ONLY`): their most epochs run by any seed, times
+    :data:`STOP_MARGIN`, at most the protocol's epochs. None without a stop rule or a
+    finished sibling (the estimate then counts every allowed epoch).
+
+    ``records``: results-store records; ``cells_by_name``: the catalogue
+    (:func:`.cells.all_cells`), to read each record's cell."""
+    import math
+
+    from minimal_attn.experiments import cell_parts
+    from minimal_attn.experiments.config import CIFAR_ONLY, PROTOCOLS
+
+    s = cell.settings
+    if s.get("runner") != "fcam" or PROTOCOLS.get(s.get("protocol"), {}).get("stop_loss") is None:
+        return None
+
+    def recipe(protocol):
+        return {k: v for k, v in PROTOCOLS.get(protocol, {}).items() if k not in CIFAR_ONLY}
+
+    most = None
+    for record in records:
+        other = cells_by_name.get(cell_parts.split_name(record["cell"])[0])
+        if other is None or not cell_parts.complete(record):
+            continue
+        o = other.settings
+        if (other.scale, o.get("runner"), o.get("dataset"), o.get("m"), o.get("paradigm")) \
+                != (cell.scale, "fcam", s["dataset"], s["m"], s["paradigm"]) or \
+                recipe(o.get("protocol")) != recipe(s["protocol"]):
+            continue
+        ran = record["result"].get("epochs_run") or {}
+        if ran:
+            most = max(most or 0, max(ran.values()))
+    if most is None:
+        return None
+    return min(math.ceil(most * STOP_MARGIN), PROTOCOLS[s["protocol"]]["epochs"])
+
+
+def estimate_seconds(cell, card, epochs=None):
+    """Expected wall time of ``cell`` on ``card`` (h100, h200, cpu), from its work;
+    ``epochs`` (CNN FCAM cells): the epochs expected instead of all the protocol allows
+    (:func:`stop_rule_epochs`)."""
     if card not in CARDS:
         raise InputError(f"card must be one of {', '.join(CARDS)}, got {card!r}",
                          param="card")
@@ -75,7 +121,7 @@ def estimate_seconds(cell, card):
         c = cell_runners.fcam_config(cell, data_dir=None, device="cpu")
         fixed, per_seed = STEP_MS[card]
         step = (fixed + per_seed * c.seeds * c.m / 5) / 1000 * (c.batch_size / 100)
-        steps = c.epochs * -(-c.n_train // c.batch_size)
+        steps = (epochs or c.epochs) * -(-c.n_train // c.batch_size)
         # plus a test evaluation every eval_every epochs (forward only: ~1/3 of a step)
         return steps * step * (1 + c.n_test / (3 * c.eval_every * c.n_train))
     unit = UNIT_SECONDS[s["runner"]][card]

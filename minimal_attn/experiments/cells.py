@@ -21,7 +21,7 @@ import time
 from dataclasses import replace
 
 from minimal_attn.errors import InputError
-from minimal_attn.experiments import cell_parts, cell_runners
+from minimal_attn.experiments import cell_costs, cell_parts, cell_runners
 from minimal_attn.experiments.cell_catalogue import all_cells
 from minimal_attn.experiments.results_store import code_source, provenance, write_cell
 
@@ -132,6 +132,14 @@ def status(name, results_dir="results"):
     begun = any(_record(n, results_dir) is not None
                 for n in {name} | {p.name for p in pieces})
     return "partial" if begun else "-"
+
+
+def expected_seconds(cell, card, records):
+    """:func:`.cell_costs.estimate_seconds` of ``cell`` (or a part), a stop rule's epochs
+    expected from the finished siblings among ``records`` (:func:`.cell_costs.
+    stop_rule_epochs`; the records of :func:`.results_store.read_cells`)."""
+    return cell_costs.estimate_seconds(
+        cell, card, epochs=cell_costs.stop_rule_epochs(cell, records, all_cells()))
 
 
 def unfinished(results_dir="results", scale="paper"):
