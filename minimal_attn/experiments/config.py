@@ -59,9 +59,9 @@ PROTOCOLS = {"paper": {"n_train": {"cifar10": 10000, "cifar100": 50000}, "seeds"
 PROTOCOLS["released"] = {**PROTOCOLS["authors"], "pixels": "half", "test_images": "train"}
 #: Protocol fields that only CIFAR data sets take (left alone for the others).
 CIFAR_ONLY = ("pixels", "test_images")
-#: The fields a protocol sets (the CLI lets an explicit option win over each).
 #: Where a CIFAR data set's test mosaics take their images (datasets.splits).
 TEST_IMAGES = ("test", "train")
+#: The fields a protocol sets (the CLI lets an explicit option win over each).
 PROTOCOL_FIELDS = tuple(dict.fromkeys(k for v in PROTOCOLS.values() for k in v))
 FOCUS_INITS = ("zero", "mirror")
 CLASSIFIERS = ("paper", "lenet")
