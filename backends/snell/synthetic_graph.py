@@ -173,6 +173,7 @@ class GraphedStep:
                                    f"over {TOLERANCE:g} x lr", None, phases, done, eager_loss)
         self.graph, self.static_batch, self.static_loss = graph, static_batch, out["loss"]
         self.captures += 1
+        self.optimizer.zero_grad(set_to_none=True)   # the eager step's; replays use their own
         return self.static_loss
 
     def _fall_back(self, reason, batch, phases, done, loss=None):
