@@ -170,7 +170,7 @@ fi
 
 if [ "$DRY" = 1 ]; then
   echo "gpu_cells dry run: budget ${BUDGET} s, card $CARD, $PLAN_NOTE at a time, data $DATA"
-  echo "(minutes: one cell alone on the card; under a stop rule the epochs a finished cell of the same recipe took, +25%, else every allowed epoch)"
+  echo "(minutes: one cell alone on the card; under a stop rule 1.5x the epochs a finished cell of the same recipe took, else every allowed epoch)"
   [ -n "$DATA_NOTE" ] && echo "$DATA_NOTE" | sed 's/.*/(&)/'
   echo "$PLAN" | $PY -c '
 import sys
