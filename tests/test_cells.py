@@ -311,15 +311,15 @@ def test_gpu_cells_auto_parallel_and_the_cells_a_job_has_no_data_for(tmp_path):
 def test_a_stop_rule_cell_is_expected_to_take_what_a_finished_sibling_took():
     """The released notebooks' cells train as the authors' do: a complete authors' record
     (seeds stopped at epochs 36-48) sets the expected epochs of the released cell and its
-    parts to 48 x 1.5 = 72 of 200; a partial record, another paradigm, another scale or a
-    protocol without a stop rule set nothing."""
+    parts to 48 x 1.5 = 72 of 200; a partial record, one with a seed that never stopped,
+    another paradigm, another scale or a protocol without a stop rule set nothing."""
     from minimal_attn.experiments.cell_costs import stop_rule_epochs
 
     catalogue = cells.all_cells()
 
     def record(name, epochs, cut=False):
-        return {"cell": name, "result": {"epochs_run": {str(i): e for i, e in
-                                                        enumerate(epochs)},
+        by_seed = {str(i): e for i, e in enumerate(epochs)}
+        return {"cell": name, "result": {"epochs_run": by_seed, "stopped_epochs": by_seed,
                                          "time_limited": {"0": cut}}}
 
     released = cells.get_cell("t1-cifar10-m5-released-sa")
@@ -328,7 +328,9 @@ def test_a_stop_rule_cell_is_expected_to_take_what_a_finished_sibling_took():
     assert stop_rule_epochs(cells.parts(released)[2], [sibling], catalogue) == 72
     part_record = record("t1-cifar10-m5-authors-sa@2", [30, 52])
     assert stop_rule_epochs(released, [sibling, part_record], catalogue) == 78
-    for others in ([record("t1-cifar10-m5-authors-sa", [40], cut=True)],
+    ran_out = record("t1-cifar10-m5-authors-sa", [40, 200])
+    ran_out["result"]["stopped_epochs"]["1"] = None          # seed 1 never met the rule
+    for others in ([record("t1-cifar10-m5-authors-sa", [40], cut=True)], [ran_out],
                    [record("t1-cifar10-m5-authors-lv", [40])],
                    [record("cpu-t1-cifar10-m5-authors-sa", [12])], []):
         assert stop_rule_epochs(released, others, catalogue) is None

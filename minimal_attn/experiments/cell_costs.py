@@ -75,9 +75,10 @@ def stop_rule_epochs(cell, records, cells_by_name):
     """Epochs a CNN FCAM cell with a stop rule is expected to take at most, from the
     complete records of its *siblings*: cells of the same scale, data set, m and paradigm
     whose protocol trains the same way (``authors`` and ``released`` differ only in
-    their data, :data:`.config.CIFAR_ONLY`): their most epochs run by any seed, times
-    :data:`STOP_MARGIN`, at most the protocol's epochs. None without a stop rule or a
-    finished sibling (the estimate then counts every allowed epoch).
+    their data, :data:`.config.CIFAR_ONLY`) and whose every seed met the stop rule: the
+    latest epoch one stopped at, times :data:`STOP_MARGIN`, at most the protocol's
+    epochs. None without a stop rule or such a sibling (the estimate then counts every
+    allowed epoch).
 
     ``records``: results-store records; ``cells_by_name``: the catalogue
     (:func:`.cells.all_cells`), to read each record's cell."""
@@ -103,9 +104,9 @@ def stop_rule_epochs(cell, records, cells_by_name):
                 != (cell.scale, "fcam", s["dataset"], s["m"], s["paradigm"]) or \
                 recipe(o.get("protocol")) != recipe(s["protocol"]):
             continue
-        ran = record["result"].get("epochs_run") or {}
-        if ran:
-            most = max(most or 0, max(ran.values()))
+        stopped = record["result"].get("stopped_epochs") or {}
+        if stopped and None not in stopped.values():    # a seed that ran out says nothing
+            most = max(most or 0, max(stopped.values()))
     if most is None:
         return None
     return min(math.ceil(most * STOP_MARGIN), PROTOCOLS[s["protocol"]]["epochs"])
