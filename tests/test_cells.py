@@ -6,6 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -341,3 +342,29 @@ def test_a_stop_rule_cell_is_expected_to_take_what_a_finished_sibling_took():
                             catalogue) == 200
     whole = estimate_seconds(released, "h200")
     assert cells.expected_seconds(released, "h200", [sibling]) < whole * 72 / 200 * 1.01
+
+
+def test_table1_curves_average_the_seeds_at_each_evaluation(monkeypatch, tmp_path):
+    """Four panels: a_z and loss every epoch, test accuracy and SAIF where the test set
+    was scored (epochs 2 and 4 here); each point the mean over the seeds that have it;
+    the released run dotted beside the authors' solid."""
+    from minimal_attn.experiments.plots import vr
+
+    kept = {}
+    monkeypatch.setattr(vr, "save_figure", lambda fig, path, **kw: kept.setdefault("fig", fig))
+    record = lambda seed, epoch, acc: {"seed": seed, "epoch": epoch, "loss": 1.0 / epoch,  # noqa: E731
+                                       "mean_a_z": 0.2 * epoch, "test_accuracy": acc,
+                                       "test_saif": None if acc is None else acc / 2}
+    runs = {"x-authors-sa": [record(s, e, None if e % 2 else 0.5 + 0.1 * s + 0.01 * e)
+                             for s in (0, 1) for e in (1, 2, 3, 4)],
+            "x-released-sa": [record(0, 1, None), record(0, 2, 0.9)]}
+    vr.plot_training_curves(runs, str(tmp_path / "c.png"))
+    axes = kept["fig"].axes
+    assert [ax.get_ylabel() for ax in axes] == ["mean training a_z", "mean training loss",
+                                                 "test accuracy", "test SAIF"]
+    authors, released = axes[2].lines
+    assert list(authors.get_xdata()) == [2, 4]
+    assert np.allclose(authors.get_ydata(), [0.57, 0.59])         # (0.52 + 0.62) / 2, ...
+    assert np.allclose(axes[3].lines[0].get_ydata(), [0.285, 0.295])
+    assert list(axes[0].lines[0].get_xdata()) == [1, 2, 3, 4]
+    assert authors.get_linestyle() == "-" and released.get_linestyle() == ":"

@@ -75,30 +75,35 @@ def plot_incentives(result, path):
 
 
 def plot_training_curves(histories, path, title="Training curves (mean over seeds)"):
-    """Mean a_z and mean training loss per epoch, one curve per run, seeds averaged.
+    """Mean a_z and mean training loss per epoch, and the test accuracy and SAIF at each
+    evaluation, one curve per run, seeds averaged.
 
     ``histories``: ``{label: [record, ...]}`` with the history records of
-    ``epochs.run_epochs`` (``seed``, ``epoch``, ``loss``, ``mean_a_z``);
-    labels ending in ``-sa``/``-ha``/``-lv``/``-hybrid`` share a colour, and a
-    label holding ``paper`` is dashed (the paper's protocol beside the authors').
-    An epoch is averaged over the seeds that ran it; the curve thins where seeds
-    have stopped. A dotted line marks 1/m where the records carry ``m``.
+    ``epochs.run_epochs`` (``seed``, ``epoch``, ``loss``, ``mean_a_z``, and
+    ``test_accuracy``, ``test_saif`` where the test set was scored); labels ending in
+    ``-sa``/``-ha``/``-lv``/``-hybrid`` share a colour, a label holding ``paper`` is
+    dashed (the paper's protocol beside the authors') and one holding ``released``
+    dotted (the released notebooks' test mosaics). An epoch is averaged over the seeds
+    that ran it; the curve thins where seeds have stopped.
     """
     plt = pyplot()
     colours = {"sa": "tab:blue", "ha": "tab:orange", "lv": "tab:green",
                "hybrid": "tab:red"}
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    panels = (("mean_a_z", "mean training a_z"), ("loss", "mean training loss"),
+              ("test_accuracy", "test accuracy"), ("test_saif", "test SAIF"))
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    axes = axes.ravel()
     for label, records in histories.items():
-        by_epoch = {}
-        for r in records:
-            by_epoch.setdefault(int(r["epoch"]), []).append(r)
-        epochs = sorted(by_epoch)
-        style = dict(color=colours.get(label.rsplit("-", 1)[-1]),
-                     ls="--" if "paper" in label else "-", lw=1.6, label=label)
-        for ax, key in zip(axes, ("mean_a_z", "loss")):
-            ax.plot(epochs, [np.mean([r[key] for r in by_epoch[e]]) for e in epochs],
-                    **style)
-    for ax, ylabel in zip(axes, ("mean training a_z", "mean training loss")):
+        style = dict(color=colours.get(label.rsplit("-", 1)[-1]), lw=1.6, label=label,
+                     ls="--" if "paper" in label else ":" if "released" in label else "-")
+        for ax, (key, _) in zip(axes, panels):
+            by_epoch = {}
+            for r in records:
+                if r.get(key) is not None:
+                    by_epoch.setdefault(int(r["epoch"]), []).append(r[key])
+            epochs = sorted(by_epoch)
+            ax.plot(epochs, [np.mean(by_epoch[e]) for e in epochs], **style)
+    for ax, (_, ylabel) in zip(axes, panels):
         ax.set_xlabel("epoch")
         ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3)
