@@ -73,10 +73,12 @@ def list_cells(card, as_json, results_dir):
     if as_json:
         click.echo(json.dumps(rows, indent=1))
         return
-    click.echo(f"{'cell':30s} {'scale':5s} {'data':13s} {'parts':>5s} " + " ".join(
+    width = max(len(r["cell"]) for r in rows)
+    click.echo(f"{'cell':{width}s} {'scale':5s} {'data':13s} {'parts':>5s} " + " ".join(
         f"{c + ' min':>9s}" for c in cards) + "  status  (minutes: longest part; over a job: *)")
     for r in rows:
-        click.echo(f"{r['cell']:30s} {r['scale']:5s} {r['data']:13s} {r['parts']:5d} " + " ".join(
+        click.echo(f"{r['cell']:{width}s} {r['scale']:5s} {r['data']:13s} {r['parts']:5d} "
+                   + " ".join(
             f"{r['minutes'][c]:8.1f}{'*' if r['minutes'][c] * 60 > costs.JOB_SECONDS else ' '}"
             for c in cards) + f"  {r['status']}")
 

@@ -337,6 +337,10 @@ def test_a_stop_rule_cell_is_expected_to_take_what_a_finished_sibling_took():
         assert stop_rule_epochs(released, others, catalogue) is None
     assert stop_rule_epochs(cells.get_cell("t1-cifar10-m5-paper-sa"), [sibling],
                             catalogue) is None
+    # a cell that sets fewer epochs than its protocol is capped at its own (12 here)
+    stopped = record("cpu-t1-cifar10-m5-authors-stop-sa", [35, 51])
+    assert stop_rule_epochs(cells.get_cell("cpu-t1-cifar10-m5-released-sa"), [stopped],
+                            catalogue) == 12
     # a long sibling is capped at the protocol's 200 epochs
     assert stop_rule_epochs(released, [record("t1-cifar10-m5-authors-sa", [150])],
                             catalogue) == 200

@@ -76,9 +76,9 @@ def stop_rule_epochs(cell, records, cells_by_name):
     complete records of its *siblings*: cells of the same scale, data set, m and paradigm
     whose protocol trains the same way (``authors`` and ``released`` differ only in
     their data, :data:`.config.CIFAR_ONLY`) and whose every seed met the stop rule: the
-    latest epoch one stopped at, times :data:`STOP_MARGIN`, at most the protocol's
-    epochs. None without a stop rule or such a sibling (the estimate then counts every
-    allowed epoch).
+    latest epoch one stopped at, times :data:`STOP_MARGIN`, at most the cell's epochs
+    (its own setting, else its protocol's). None without a stop rule or such a sibling
+    (the estimate then counts every allowed epoch).
 
     ``records``: results-store records; ``cells_by_name``: the catalogue
     (:func:`.cells.all_cells`), to read each record's cell."""
@@ -109,7 +109,8 @@ def stop_rule_epochs(cell, records, cells_by_name):
             most = max(most or 0, max(stopped.values()))
     if most is None:
         return None
-    return min(math.ceil(most * STOP_MARGIN), PROTOCOLS[s["protocol"]]["epochs"])
+    cap = s.get("epochs", PROTOCOLS[s["protocol"]]["epochs"])    # the cell's own, if set
+    return min(math.ceil(most * STOP_MARGIN), cap)
 
 
 def estimate_seconds(cell, card, epochs=None):
