@@ -111,13 +111,13 @@ if not names:
         names, absent = [n for n in names if has_data(n)], [n for n in names if not has_data(n)]
         if absent:
             print(f"# without their data under {data}: {len(absent)} cells and parts left out")
-rows, records = [], read_cells("results")
+rows, records, catalogue = [], read_cells("results"), cells.all_cells()
 for n in names:
     try:
         c = cells.get_cell(n)
     except InputError as err:
         sys.exit(f"Error: {err}")
-    rows.append((n, c.data or "-", cells.expected_seconds(c, card, records)
+    rows.append((n, c.data or "-", cells.expected_seconds(c, card, records, catalogue)
                  / (speedup if c.settings["runner"] == "fcam" else 1)))
 if parallel == "auto":
     parallel, done = choose_parallel([(n, alone) for n, _, alone in rows], budget, int(most),

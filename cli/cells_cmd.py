@@ -59,15 +59,16 @@ def list_cells(card, as_json, results_dir):
     (complete), partial (cut short by a time limit, or begun) or - (not run).
     """
     cards = [card] if card else sorted(costs.CARDS)
-    records = read_cells(results_dir)
+    records, catalogue = read_cells(results_dir), lib.all_cells()
     rows = []
-    for cell in lib.all_cells().values():
+    for cell in catalogue.values():
         pieces = lib.parts(cell)
         rows.append({"cell": cell.name, "kind": cell.kind, "scale": cell.scale,
                      "data": cell.data or "-", "parts": cell.parts, "title": cell.title,
-                     "minutes": {c: max(lib.expected_seconds(p, c, records)
+                     "minutes": {c: max(lib.expected_seconds(p, c, records, catalogue)
                                         for p in pieces) / 60 for c in cards},
-                     "minutes_whole": {c: lib.expected_seconds(cell, c, records) / 60
+                     "minutes_whole": {c: lib.expected_seconds(cell, c, records,
+                                                               catalogue) / 60
                                        for c in cards},
                      "status": lib.status(cell.name, results_dir)})
     if as_json:

@@ -8,6 +8,7 @@ only when the command runs.
 import click
 
 from minimal_attn.backends.snell.config import (
+    SYNTHETIC_COMPILE,
     SYNTHETIC_SIZES,
     SyntheticConfig,
     sized_config,
@@ -78,7 +79,7 @@ def _sizes(name):
               help="Seconds of training: it ends at the first evaluation after them, is "
                    "scored as it stands and results.json gives stopped_at (--resume goes "
                    "on); multihead's head screening always runs to its end.")
-@click.option("--compile", "compile_mode", type=click.Choice(["none", "cudagraph"]),
+@click.option("--compile", "compile_mode", type=click.Choice(SYNTHETIC_COMPILE),
               default=default(SyntheticConfig, "compile"), show_default=True,
               help="cudagraph (with --device cuda): replay each training step as a CUDA "
                    "graph, checked against an eager step first; if it differs the run goes "

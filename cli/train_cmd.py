@@ -44,8 +44,9 @@ from minimal_attn.cli.options import (
     progress_option,
     unused_warnings,
 )
+from minimal_attn.datasets.splits import TEST_IMAGES
 from minimal_attn.errors import InputError
-from minimal_attn.experiments.train_loop import COMPILE_MODES, CONV_MODES, PRECISIONS
+from minimal_attn.experiments.train_loop import COMPILE_MODES, CONV_MODES, PIXELS, PRECISIONS
 from minimal_attn.experiments.train_report import summary_markdown
 
 D = ExperimentConfig()          # the defaults live in the dataclasses, not here
@@ -123,11 +124,11 @@ def _task_belongs_to_train_seq(ctx, param, value):
 @click.option("--classifier", type=click.Choice(["paper", "lenet"]), default=D.classifier,
               show_default=True, help="torch: paper (A.2's 3 conv + fc layers) or lenet "
               "(the authors' released 2-conv LeNet).")
-@click.option("--pixels", type=click.Choice(["standard", "half"]), default=D.pixels,
+@click.option("--pixels", type=click.Choice(PIXELS), default=D.pixels,
               show_default=True, help="CIFAR: inputs standardised by the CIFAR-10 mean and std "
               "per channel, or half: (x - 0.5) / 0.5 of pixels in [0, 1], so in [-1, 1] (the "
               "authors' notebooks).")
-@click.option("--test-images", type=click.Choice(["test", "train"]), default=D.test_images,
+@click.option("--test-images", type=click.Choice(TEST_IMAGES), default=D.test_images,
               show_default=True, help="CIFAR: the test mosaics' images come from the held-out "
               "test split, or from the training split as in the authors' notebooks (new "
               "mosaics of seen images: at 10,000 mosaics each about half the test "

@@ -345,7 +345,8 @@ def test_a_stop_rule_cell_is_expected_to_take_what_a_finished_sibling_took():
     assert stop_rule_epochs(released, [record("t1-cifar10-m5-authors-sa", [150])],
                             catalogue) == 200
     whole = estimate_seconds(released, "h200")
-    assert cells.expected_seconds(released, "h200", [sibling]) < whole * 72 / 200 * 1.01
+    assert cells.expected_seconds(released, "h200", [sibling], catalogue) < \
+        whole * 72 / 200 * 1.01
 
 
 def test_table1_curves_average_the_seeds_at_each_evaluation(monkeypatch, tmp_path):

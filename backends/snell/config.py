@@ -170,6 +170,10 @@ def check_switch(switch_step, steps, paradigm):
     return value
 
 
+#: Ways a synthetic training step runs (``SyntheticConfig.compile``; .synthetic_graph).
+SYNTHETIC_COMPILE = ("none", "cudagraph")
+
+
 @dataclass
 class SyntheticConfig:
     """Optimisation settings shared by every run of a task; the defaults are the CPU size."""

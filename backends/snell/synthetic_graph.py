@@ -23,11 +23,12 @@ The shared moves of a capture are in :mod:`minimal_attn.backends.cuda_graphs`.
 import torch
 
 from minimal_attn.backends import cuda_graphs
+from minimal_attn.backends.snell.config import SYNTHETIC_COMPILE
 from minimal_attn.backends.torch_backend import optimizer_step
 from minimal_attn.errors import InputError
 
 #: Ways to run the step (``SyntheticConfig.compile``).
-COMPILE = ("none", "cudagraph")
+COMPILE = SYNTHETIC_COMPILE
 #: Eager steps of a phases before its capture (torch's whole-network recipe).
 WARMUP = 2
 #: A replay may differ from the eager step by this many Adam steps (``lr``) at most.

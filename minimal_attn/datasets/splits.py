@@ -27,6 +27,11 @@ def paper_setting(dataset):
 
 #: Data sets of image mosaics (CNN FCAMs) and of vector mosaics (linear FCAM).
 IMAGE_DATASETS = ("synthetic", "cifar10", "cifar100")
+#: The CIFAR data sets (read from a folder; they take ``test_images``).
+CIFAR_DATASETS = ("cifar10", "cifar100")
+#: Where a CIFAR data set's test mosaics take their images: the held-out ``test`` split,
+#: or the ``train`` split as the authors' released notebooks do.
+TEST_IMAGES = ("test", "train")
 VECTOR_DATASETS = ("synthetic-vectors", "linear-orthogonal")
 
 #: CIFAR-100 foreground: the 50 animal and people classes (10 superclasses);
@@ -102,7 +107,7 @@ def load_mosaic_splits(dataset, m, n_train, n_test, data_dir=None, n_classes=3,
         return MosaicSplits(make(n_train, m, n_classes, seed=2 * seed, pattern_seed=seed),
                             make(n_test, m, n_classes, seed=2 * seed + 1, pattern_seed=seed),
                             n_classes, None)
-    if dataset not in ("cifar10", "cifar100"):
+    if dataset not in CIFAR_DATASETS:
         raise InputError(f"unknown dataset {dataset!r}: use one of "
                          + ", ".join(IMAGE_DATASETS + VECTOR_DATASETS))
     from minimal_attn.datasets import cifar
@@ -113,8 +118,9 @@ def load_mosaic_splits(dataset, m, n_train, n_test, data_dir=None, n_classes=3,
                             "cifar-100-python"))
     splits = cifar.load_cifar10(data_dir) if dataset == "cifar10" else \
         cifar.load_cifar100(data_dir)
-    if test_images not in ("test", "train"):
-        raise InputError(f"test_images must be test or train, got {test_images!r}",
+    if test_images not in TEST_IMAGES:
+        raise InputError(f"test_images must be {' or '.join(TEST_IMAGES)}, got "
+                         f"{test_images!r}",
                          param="test_images")
     x_test, y_test = (splits.x_train, splits.y_train) if test_images == "train" else \
         (splits.x_test, splits.y_test)

@@ -153,6 +153,7 @@ def estimate_seconds(cell, card, epochs=None):
     fixed = SYNTHETIC_FIXED[card]
     return size["steps"] * (fixed + (unit - fixed) * runs / 40) * paradigm
 
+
 def shared_slowdown(parallel):
     """How much slower each of ``parallel`` cells side by side runs than alone: measured
     once (H200, four 12-seed CIFAR-10 cells at m = 5 together at 74,000 mosaics/s

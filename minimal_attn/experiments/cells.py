@@ -134,12 +134,13 @@ def status(name, results_dir="results"):
     return "partial" if begun else "-"
 
 
-def expected_seconds(cell, card, records):
+def expected_seconds(cell, card, records, catalogue):
     """:func:`.cell_costs.estimate_seconds` of ``cell`` (or a part), a stop rule's epochs
     expected from the finished siblings among ``records`` (:func:`.cell_costs.
-    stop_rule_epochs`; the records of :func:`.results_store.read_cells`)."""
+    stop_rule_epochs`; the records of :func:`.results_store.read_cells`, the cells of
+    ``catalogue`` = :func:`all_cells`, both read once by a caller that loops)."""
     return cell_costs.estimate_seconds(
-        cell, card, epochs=cell_costs.stop_rule_epochs(cell, records, all_cells()))
+        cell, card, epochs=cell_costs.stop_rule_epochs(cell, records, catalogue))
 
 
 def unfinished(results_dir="results", scale="paper"):
@@ -248,7 +249,8 @@ def plot_cells(names, work_root, path, title=None):
     """The training curves of the cells ``names`` from their run folders under
     ``work_root``; writes the figure to ``path``.
 
-    Table 1 cells: mean a_z and training loss per epoch (``<name>/history.jsonl``).
+    Table 1 cells: mean a_z and training loss per epoch, test accuracy and SAIF at
+    each evaluation (``<name>/history.jsonl``).
     Synthetic cells and parts: test accuracy against step, one curve per seed and
     condition (``<name>/results.json``; Snell Fig. 3), so the parts of a cell draw it
     whole. ``title`` None: "Training curves (mean over seeds)", or the first cell's.

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Dict, List, Optional, Union
 
 from minimal_attn import PARADIGMS
+from minimal_attn.datasets.splits import CIFAR_DATASETS, TEST_IMAGES
 from minimal_attn.errors import InputError
 from minimal_attn.experiments.train_loop import (
     COMPILE_MODES,
@@ -59,8 +60,6 @@ PROTOCOLS = {"paper": {"n_train": {"cifar10": 10000, "cifar100": 50000}, "seeds"
 PROTOCOLS["released"] = {**PROTOCOLS["authors"], "pixels": "half", "test_images": "train"}
 #: Protocol fields that only CIFAR data sets take (left alone for the others).
 CIFAR_ONLY = ("pixels", "test_images")
-#: Where a CIFAR data set's test mosaics take their images (datasets.splits).
-TEST_IMAGES = ("test", "train")
 #: The fields a protocol sets (the CLI lets an explicit option win over each).
 PROTOCOL_FIELDS = tuple(dict.fromkeys(k for v in PROTOCOLS.values() for k in v))
 FOCUS_INITS = ("zero", "mirror")
@@ -122,7 +121,7 @@ def apply_protocol(config, name, explicit=()):
         raise InputError(f"protocol {name} trains the CNN FCAM (Appendix A.2): use it with "
                          f"backend torch, or drop protocol for backend {config.backend}",
                          param=("protocol", "backend"))
-    cifar = config.dataset in ("cifar10", "cifar100")
+    cifar = config.dataset in CIFAR_DATASETS
     preset = {k: (v.get(paper_setting(config.dataset)) if isinstance(v, dict) else v)
               for k, v in PROTOCOLS[name].items()
               if k not in explicit and (cifar or k not in CIFAR_ONLY)}
@@ -178,7 +177,7 @@ def check_config(c):
             raise InputError(f"{name} {getattr(c, name)!r} applies to seeds trained as one "
                              f"model: set batch_seeds, or {undo}", param=(name, "batch_seeds"))
     for name, default in (("pixels", "standard"), ("test_images", "test")):
-        if getattr(c, name) != default and c.dataset not in ("cifar10", "cifar100"):
+        if getattr(c, name) != default and c.dataset not in CIFAR_DATASETS:
             raise InputError(f"{name} {getattr(c, name)!r} applies to the CIFAR data sets, not "
                              f"to {c.dataset}: leave {name} {default!r}", param=name)
     if c.precision == "tf32" and str(c.device).strip().lower() == "cpu":
@@ -208,7 +207,7 @@ def check_config(c):
     if c.backend == "numpy" and str(c.device).lower() not in ("auto", "cpu"):
         raise InputError(f"device {c.device} applies to backend torch; the numpy backend "
                          "runs on the CPU", param="device")
-    if c.dataset in ("cifar10", "cifar100") and c.data_dir is None:
+    if c.dataset in CIFAR_DATASETS and c.data_dir is None:
         raise InputError(f"dataset {c.dataset} needs data_dir: the folder holding "
                          + ("cifar-10-batches-py" if c.dataset == "cifar10" else
                             "cifar-100-python"), param="data_dir")

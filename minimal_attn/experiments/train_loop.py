@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Optional, Union
 
 from minimal_attn import losses
+from minimal_attn.datasets.mosaics import PIXEL_SCALINGS
 from minimal_attn.datasets.splits import paper_setting  # noqa: F401 (re-exported)
 from minimal_attn.errors import DivergedError, InputError, check_paradigm
 from minimal_attn.experiments import checkpoints
@@ -41,9 +42,9 @@ CONV_MODES = ("loop", "grouped", "grouped_nchw", "unfold")
 #: The arithmetic of the seed-batched CNN trainer (backends/vr/batched_step.py): float32,
 #: float32 with TF32 matmuls (CUDA only), or its forwards under bfloat16 autocast.
 PRECISIONS = ("fp32", "tf32", "bf16")
-#: How CIFAR pixels become inputs (minimal_attn.datasets.mosaics.PIXEL_SCALINGS):
+#: How CIFAR pixels become inputs (the scalings of minimal_attn.datasets.mosaics):
 #: standardised by the CIFAR-10 statistics, or to [-1, 1] as the authors' notebooks.
-PIXELS = ("standard", "half")
+PIXELS = tuple(PIXEL_SCALINGS)
 #: Defaults for the linear FCAM (plain gradient descent from zero), chosen on the
 #: synthetic Gaussian mosaics; the paper gives none for this experiment.
 LINEAR_LR = {"sa": 0.5, "ha": 0.5, "lv": 0.5}

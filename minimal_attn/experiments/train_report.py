@@ -13,6 +13,7 @@ import os
 
 import numpy as np
 
+from minimal_attn.datasets.splits import CIFAR_DATASETS
 from minimal_attn.experiments.io import atomic_open, ensure_dir, write_csv, write_json, write_text
 
 #: Table 1 of the paper (test set, %): (dataset, m) -> paradigm -> (SAIF, accuracy).
@@ -101,7 +102,7 @@ def recipe_text(meta):
              f"batch {meta.get('batch_size')}",
              f"focus start {meta.get('focus_init', 'zero')}",
              f"classifier {meta.get('classifier', 'paper')}"]
-    if meta.get("dataset") in ("cifar10", "cifar100"):
+    if meta.get("dataset") in CIFAR_DATASETS:
         parts.append({"standard": "pixels standardised (CIFAR-10 mean, std)",
                       "half": "pixels in [-1, 1]"}[meta.get("pixels", "standard")])
         parts.append({"test": "test mosaics from the held-out test images",
