@@ -37,6 +37,7 @@ def cells():
       attn-dyn cells run tiny-t1-synthetic-sa
       attn-dyn cells run t1-cifar10-m5-authors-sa --data-root DATA --device cuda
       attn-dyn cells import cells_results.tar.gz   # what a GPU job returned
+      attn-dyn cells seen cpu-t1-cifar10-m5-released-sa --data-root DATA
       attn-dyn cells report
     """
 
@@ -150,6 +151,29 @@ def plot(names, work, path, title):
     """
     lib.plot_cells(names, work, path, title)
     click.echo(f"wrote {path}")
+
+
+@cells.command("seen")
+@click.argument("names", nargs=-1, required=True)
+@click.option("--data-root", type=click.Path(file_okay=False), required=True,
+              help="Folder holding each cell's data folder (cifar10, cifar10-full).")
+@click.option("--work", type=click.Path(file_okay=False), default=WORK,
+              show_default=True, help="The folder holding each cell's run folder.")
+def seen(names, data_root, work):
+    """Test accuracy and SAIF over the test foregrounds seen and not seen in training.
+
+    For the cells that test on new mosaics of the training images, as the authors'
+    released notebooks do (t1-cifar10-m5-released-*, cpu-t1-cifar10-m5-released-*):
+    their test mosaics are rebuilt from the data folder and split by whether the
+    foreground image is also a training mosaic's foreground. Run folders written before
+    per-mosaic predictions were kept give SAIF only.
+    """
+    from minimal_attn.experiments.seen_images import summary_lines
+
+    for name in names:
+        scores = lib.seen_scores(name, data_root, work)
+        paradigm = lib.get_cell(name).settings["paradigm"]
+        click.echo(f"{name}:\n" + summary_lines({paradigm: scores}))
 
 
 @cells.command("import")

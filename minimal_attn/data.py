@@ -5,8 +5,9 @@ exactly one, at position ``z``, is the *foreground* and carries the label
 ``y``; the other ``m - 1`` are *background* and carry no information about it.
 
 Every generator returns :class:`Mosaics` (``X`` (N, m, d), ``y`` (N,), ``z``
-(N,), and for the linear orthogonal setting the foreground vectors ``S``
-(C, d)). ``z`` is for evaluation only: no model ever sees it.
+(N,), for the linear orthogonal setting the foreground vectors ``S``
+(C, d), and for image mosaics the ``source`` image of every segment). ``z`` is
+for evaluation only: no model ever sees it.
 
 Linear orthogonal setting (Assumptions 1-3): the foreground of class ``k`` is
 the fixed vector ``s_k``, the ``s_k`` are orthonormal, and background
@@ -30,6 +31,9 @@ class Mosaics(NamedTuple):
     y: np.ndarray            # (N,) int, label in 0..C-1
     z: np.ndarray            # (N,) int, foreground position in 0..m-1
     S: Optional[np.ndarray] = None   # (C, d) foreground vectors (linear orthogonal only)
+    #: (N, m) the index of each segment's source image in the split it was drawn from
+    #: (image mosaics only): which mosaics share an image
+    source: Optional[np.ndarray] = None
 
 
 def orthogonal_basis(n_classes, d, seed=0):

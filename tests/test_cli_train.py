@@ -42,7 +42,11 @@ def _check_results(out, paradigms, n_seeds):
         for seed in range(n_seeds):
             assert (out / "checkpoints" / f"{p}_seed{seed}.ckpt").exists()
             with np.load(out / f"instances_{p}_seed{seed}.npz") as inst:
-                assert set(inst.files) == {"train_a_z", "train_s_y", "test_a_z", "test_s_y"}
+                assert set(inst.files) == {f"{split}_{k}" for split in ("train", "test")
+                                           for k in ("a_z", "s_y", "correct")}
+                for split in ("train", "test"):       # per mosaic, the run's accuracy
+                    assert np.mean(inst[f"{split}_correct"]) == pytest.approx(
+                        entry[split]["per_seed"][seed]["accuracy"])
     rows = list(csv.DictReader((out / "summary.csv").open()))
     assert [r["paradigm"] for r in rows] == paradigms
     assert float(rows[0]["test_accuracy_mean"]) == pytest.approx(

@@ -37,6 +37,7 @@ from minimal_attn.backends.vr.batched_step import (
 from minimal_attn.backends.vr.image_store import ImageStore
 from minimal_attn.backends.vr.stacked_optimizers import stacked_optimizer
 from minimal_attn.backends.vr.train import ADAM_BETAS, ADAM_EPS, CNNTrainer
+from minimal_attn.experiments.linear_train import summarise
 
 
 def _seed_losses(phase, scores, logits, y):
@@ -164,10 +165,8 @@ class BatchedSeeds:
         return out
 
     def evaluate(self, split, rules, batch_size=400):
-        """Per lane ``(summary, {"a_z", "s_y"})`` by ``rules[k]``, as ``train.evaluate``
-        (None for a lane whose rule is None)."""
-        from minimal_attn import saif
-
+        """Per lane ``(summary, {"a_z", "s_y", "correct"})`` by ``rules[k]``, as
+        ``train.evaluate`` (None for a lane whose rule is None)."""
         store, mosaics, S = self.stores[split], self.sets[split], len(self.seeds)
         a_parts, s_parts = [[] for _ in range(S)], [[] for _ in range(S)]
         for idx in torch.arange(store.n, device=self.y.device).split(batch_size):
@@ -187,9 +186,7 @@ class BatchedSeeds:
                 out.append(None)
                 continue
             a, s = torch.cat(a_parts[k]).cpu().numpy(), torch.cat(s_parts[k]).cpu().numpy()
-            a_z, s_y = saif.foreground_scores(a, s, mosaics.y, mosaics.z)
-            out.append((saif.summarise(a, s, mosaics.y, mosaics.z, self.config.threshold),
-                        {"a_z": a_z, "s_y": s_y}))
+            out.append(summarise(a, s, mosaics, self.config.threshold))
         return out
 
     def seed_states(self):

@@ -42,6 +42,7 @@ from minimal_attn.experiments.config import (  # noqa: F401 (the API in one plac
     resume_note,
 )
 from minimal_attn.experiments.resources import check_memory, check_steps
+from minimal_attn.experiments.seen_images import breakdown, foreground_seen, summary_lines
 from minimal_attn.experiments.train_loop import LINEAR_LR, TrainConfig, paper_setting
 from minimal_attn.experiments.train_report import aggregate, recipe_text, summary_markdown
 
@@ -90,6 +91,7 @@ class MosaicTable1:
         self.paradigms = config.paradigms
         # a range, not a list: a huge --seeds is refused by check_steps, not by memory
         self.seeds = range(config.first_seed, config.first_seed + config.seeds)
+        self.seen = None
 
     def check(self):
         check_config(self.c)
@@ -112,6 +114,9 @@ class MosaicTable1:
             source, c.m, c.n_train, c.n_test, data_dir=c.data_dir, n_classes=c.n_classes,
             foreground=c.foreground, seed=c.data_seed, test_images=c.test_images)
         self.c = replace(c, n_classes=n_classes, device=device)
+        # test mosaics of training images: which foregrounds the classifier has fitted
+        self.seen = foreground_seen(self.train, self.test) if c.test_images == "train" \
+            else None
 
     def run_config(self, paradigm, seed):
         return run_config(self.c, paradigm, seed)
@@ -134,7 +139,13 @@ class MosaicTable1:
                            self.train, self.test, out, resume, callback, log, progress)
 
     def aggregate(self, runs):
-        return aggregate(runs)
+        """results.json's entry; on test mosaics of training images also ``test_seen``,
+        the test scores of the seen and unseen foregrounds (:mod:`.seen_images`)."""
+        entry = aggregate(runs)
+        if self.seen is not None:
+            entry["test_seen"] = breakdown([r["instances"]["test"] for r in runs], self.seen,
+                                           self.c.threshold)
+        return entry
 
     def describe(self, runs):
         """config.json: every setting as used, the lr of each paradigm, the stop epochs."""
@@ -155,7 +166,9 @@ class MosaicTable1:
         return meta
 
     def summary(self, results, meta):
-        return recipe_text(meta) + "\n" + summary_markdown(results, self.c.m, self.c.dataset)
+        seen = {p: e["test_seen"] for p, e in results.items() if "test_seen" in e}
+        return recipe_text(meta) + "\n" + summary_markdown(results, self.c.m, self.c.dataset) \
+            + ("\n" + summary_lines(seen) if seen else "")
 
 
 def _per_seed(runs, value):

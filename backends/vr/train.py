@@ -12,7 +12,7 @@ the same one, :mod:`minimal_attn.experiments.linear_train`). The result holds
   (accuracy, SAIF, the four focus-prediction fractions, the Figure 1 heat map);
 * ``history``: one record per epoch (phase, inference rule, lr, mean training
   loss, running training accuracy and mean :math:`a_z`, test accuracy/SAIF);
-* ``instances``: per-instance :math:`a_z` and :math:`s_y` (NumPy arrays);
+* ``instances``: per-instance :math:`a_z`, :math:`s_y` and ``correct`` (NumPy arrays);
 * ``dead_units``: per ReLU layer, the units inactive on a batch of training
   mosaics at the start (a unit dead at initialisation never recovers in the
   bias-free focus network).
@@ -50,7 +50,8 @@ DEAD_UNIT_BATCH = 64
 
 
 def evaluate(model, store, mosaics, paradigm, threshold=0.8, batch_size=400):
-    """``saif.summarise`` of a CNN FCAM on a mosaic set, with per-instance a_z and s_y."""
+    """``saif.summarise`` of a CNN FCAM on a mosaic set, with per-instance a_z, s_y and
+    ``correct``."""
     a_parts, s_parts = [], []
     for idx in torch.arange(store.n, device=store.X.device).split(batch_size):
         scores, s = model.predict(store[idx], paradigm)

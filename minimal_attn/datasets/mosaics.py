@@ -140,7 +140,8 @@ def make_image_mosaics(images, labels, foreground_classes, background_classes, m
     Mosaics
         ``X`` (n, m, 3, 32, 32) of the images' dtype, ``y`` (n,) the index of
         the foreground class within ``foreground_classes``, ``z`` (n,) its
-        position; ``y`` and ``z`` balanced (counts differ by at most one).
+        position; ``y`` and ``z`` balanced (counts differ by at most one);
+        ``source`` (n, m) the index in ``images`` of every segment.
     """
     images = np.asarray(images)
     if images.ndim < 2 or images.shape[0] != np.asarray(labels).reshape(-1).shape[0]:
@@ -148,7 +149,7 @@ def make_image_mosaics(images, labels, foreground_classes, background_classes, m
                          "first dimension (one label per image)")
     idx, y, z = sample_mosaic_indices(labels, foreground_classes, background_classes,
                                       m, n, seed)
-    return Mosaics(images[idx], y, z)                                    # (n, m, 3, 32, 32)
+    return Mosaics(images[idx], y, z, source=idx)                        # (n, m, 3, 32, 32)
 
 
 def _smooth_patterns(rng, k, image_shape, coarse=4):

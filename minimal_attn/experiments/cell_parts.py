@@ -92,7 +92,7 @@ def merge(records):
 
 def join(name, parts):
     """One record of cell ``name`` from its part records (sorted by index)."""
-    from minimal_attn.experiments.results_store import summarise
+    from minimal_attn.experiments.results_store import summarise  # (it imports this module)
 
     first, n = parts[0], parts[0]["part"]["parts"]
     present = [p["part"]["index"] for p in parts]
@@ -109,6 +109,8 @@ def join(name, parts):
         diverged = {seed: v for r in results for seed, v in (r.get("diverged") or {}).items()}
         if diverged:
             result["diverged"] = diverged
+        if all("test_seen" in r for r in results):      # the parts share their mosaics
+            result["test_seen"] = _join_seen([r["test_seen"] for r in results])
     else:                  # synthetic: fractions over seeds (a part may lack a condition:
         result = {"conditions": {}}              # the multi-head cell's screening parts)
         names = dict.fromkeys(c for r in results for c in r["conditions"])
@@ -134,6 +136,20 @@ def join(name, parts):
             "scale": first["scale"], "title": title, "settings": settings, "result": result,
             "paper": first.get("paper"), "parts": {"present": present, "of": n},
             "provenance": _provenance([p["provenance"] for p in parts])}
+
+
+def _join_seen(parts):
+    """The parts' seen/unseen test scores (:mod:`.seen_images`) over all their seeds."""
+    from minimal_attn.experiments.results_store import summarise
+
+    out = {k: parts[0][k] for k in ("fraction_seen", "n_seen", "n_unseen")}
+    for group in ("seen", "unseen"):
+        entries = [p[group] for p in parts]
+        out[group] = None if None in entries else {
+            k: None if any(e[k] is None for e in entries) else
+            summarise([v for e in entries for v in e[k]["per_seed"]])
+            for k in ("accuracy", "saif")}
+    return out
 
 
 def _provenance(provs):

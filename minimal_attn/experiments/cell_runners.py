@@ -68,6 +68,8 @@ def fcam_result(results, meta, paradigm):
     result["stopped_epochs"] = meta["stopped_epochs"][paradigm]
     result["epochs_run"] = meta["epochs_run"][paradigm]
     result["time_limited"] = meta.get("time_limited", {}).get(paradigm, {})
+    if "test_seen" in results[paradigm]:      # released: seen and unseen test foregrounds
+        result["test_seen"] = results[paradigm]["test_seen"]
     return result
 
 

@@ -269,6 +269,26 @@ def plot_cells(names, work_root, path, title=None):
     return path
 
 
+def seen_scores(name, data_root, work_root="runs/cells"):
+    """The test scores of Table 1 cell (or part) ``name`` over the test foregrounds seen
+    and not seen in training (:func:`.seen_images.from_run` of its run folder under
+    ``work_root``; ``data_root`` as for :func:`run_cell`): for a cell tested on mosaics
+    of training images (``released``), also one run before its record kept them."""
+    from minimal_attn.experiments import seen_images
+
+    cell = get_cell(name)
+    if cell.kind != "table1" or not cell.data or "paradigm" not in cell.settings:
+        raise InputError(f"cell {name} is not a CIFAR Table 1 cell: only those test on "
+                         "mosaics of images", param="names")
+    _run_file(work_root, name, "results.json")
+    data_dir = os.path.join(data_root or "", cell.data)
+    if not os.path.isdir(data_dir):
+        raise InputError(f"cell {name} needs the folder {cell.data} under the data root "
+                         f"({data_root})", param="data_root")
+    return seen_images.from_run(os.path.join(work_root, name), data_dir)[
+        cell.settings["paradigm"]]
+
+
 def _plot_synthetic(names, work_root, path, title):
     from minimal_attn.experiments.checkpoints import load_guarded, read_json
     from minimal_attn.experiments.plots import plot_synthetic_curves

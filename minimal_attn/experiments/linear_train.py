@@ -23,10 +23,11 @@ from minimal_attn.experiments.train_loop import LINEAR_LR
 
 def summarise(a, s, mosaics, threshold):
     """``saif.summarise`` of attention ``a`` (N, m) and class scores ``s`` (N, C), with
-    the per-instance a_z and s_y."""
+    the per-instance a_z, s_y and ``correct`` (the prediction, argmax of ``s``, is y)."""
     summary = saif.summarise(a, s, mosaics.y, mosaics.z, threshold)
     a_z, s_y = saif.foreground_scores(a, s, mosaics.y, mosaics.z)
-    return summary, {"a_z": a_z, "s_y": s_y}
+    correct = np.argmax(np.asarray(s), axis=1) == np.asarray(mosaics.y).reshape(-1)
+    return summary, {"a_z": a_z, "s_y": s_y, "correct": correct}
 
 
 class LinearTrainer:

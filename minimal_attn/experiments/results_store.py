@@ -205,6 +205,24 @@ def _table1(records):
     return lines
 
 
+def _seen(records):
+    """The Table 1 cells tested on mosaics of training images (``result.test_seen``): their
+    test scores over the seen and the unseen foregrounds (:mod:`.seen_images`)."""
+    def pct(group, key):
+        return "-" if not group or not group.get(key) else _pct(group[key])
+
+    lines = ["| cell | scale | seeds | test foregrounds seen in training | accuracy seen % "
+             "| accuracy unseen % | SAIF seen % | SAIF unseen % |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in sorted(records, key=_table1_order):
+        b, seeds = r["result"]["test_seen"], len(r["result"]["test"]["saif"]["per_seed"])
+        lines.append(f"| {r['title']} | {r['scale']} | {seeds} "
+                     f"| {100 * b['fraction_seen']:.1f}% | {pct(b['seen'], 'accuracy')} "
+                     f"| {pct(b['unseen'], 'accuracy')} | {pct(b['seen'], 'saif')} "
+                     f"| {pct(b['unseen'], 'saif')} |")
+    return lines
+
+
 def _models_cut(result):
     """`` (**partial: ...**)`` naming the models of a Table 2 row a time limit stopped."""
     limited = result.get("time_limited") or {}
@@ -266,6 +284,10 @@ def render(records):
         mine = [r for r in records if r["kind"] == kind]
         if mine:
             out += [f"**{heading}**", ""] + table(mine) + [""]
+        seen = [r for r in mine if kind == "table1" and "test_seen" in r["result"]]
+        if seen:
+            out += ["**Test mosaics of training images: the seen and the unseen foregrounds**",
+                    ""] + _seen(seen) + [""]
     out.append("Scale `paper`: the paper's size; `cpu`: reduced to fit the 2-core machine; "
                "`tiny`: a smoke cell. 'run on': card, date, commit (+: uncommitted changes), "
                "wall time (summed over a cell's parts).")
