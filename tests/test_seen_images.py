@@ -123,11 +123,34 @@ def test_cells_seen_refuses_a_cell_without_images(tmp_path):
 
 def test_from_run_refuses_a_run_without_seen_images(tmp_path):
     (tmp_path / "results.json").write_text("{}")
-    (tmp_path / "config.json").write_text(json.dumps({"test_images": "test"}))
+    config = {"dataset": "cifar10", "m": 5, "n_train": 10, "n_test": 10, "paradigms": ["sa"],
+              "seeds": [0], "test_images": "test"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(InputError, match="held-out images"):
         seen_images.from_run(str(tmp_path), "x")
     with pytest.raises(InputError, match="no finished run"):
         seen_images.from_run(str(tmp_path / "nothing"), "x")
+
+
+def test_from_run_refuses_malformed_files_in_one_line(tmp_path):
+    (tmp_path / "results.json").write_text("{}")
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(InputError, match="config.json.*rerun the run"):
+        seen_images.from_run(str(tmp_path), "x")
+    (tmp_path / "config.json").write_text(json.dumps({"test_images": "train"}))
+    with pytest.raises(InputError, match="not a Table 1 config.json"):
+        seen_images.from_run(str(tmp_path), "x")
+    config = {"dataset": "cifar10", "m": 5, "n_train": 10, "n_test": 10, "paradigms": ["sa"],
+              "seeds": [0], "test_images": "train"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(InputError, match="instances_sa_seed0.npz is missing"):
+        seen_images.from_run(str(tmp_path), "x")
+    (tmp_path / "instances_sa_seed0.npz").write_bytes(b"PK\x03\x04 truncated")
+    with pytest.raises(InputError, match="instances_sa_seed0.npz.*rerun the run"):
+        seen_images.from_run(str(tmp_path), "x")
+    np.savez(tmp_path / "instances_sa_seed0.npz", train_a_z=np.zeros(3))
+    with pytest.raises(InputError, match="no test_a_z"):
+        seen_images.from_run(str(tmp_path), "x")
 
 
 def _part(index, seen_acc, unseen_acc):

@@ -17,13 +17,13 @@ or a cell (its ``config.json`` and ``instances_*.npz``), rebuilding the mosaics'
 sources from the data folder.
 """
 
-import json
 import os
 
 import numpy as np
 
 from minimal_attn import saif
 from minimal_attn.errors import InputError
+from minimal_attn.experiments.checkpoints import load_guarded, read_json
 from minimal_attn.experiments.results_store import summarise
 
 #: The two groups of test mosaics, in the order the tables show them.
@@ -85,29 +85,35 @@ def from_run(run_dir, data_dir):
         raise InputError(f"{run_dir} holds no finished run (results.json and config.json): "
                          "give the folder a finished `attn-dyn train` or cell wrote",
                          param="run_dir")
-    with open(path) as f:
-        c = json.load(f)
+    needs = ("dataset", "m", "n_train", "n_test", "paradigms", "seeds")
+    c = load_guarded(path, read_json, lambda o: None if isinstance(o, dict) and all(
+        k in o for k in needs) else f"not a Table 1 config.json (it needs {', '.join(needs)})",
+        what="run settings", fix="rerun the run to rewrite it", prev=False)
     if c.get("test_images", "test") != "train":
         raise InputError(f"the run in {run_dir} tested on held-out images (test_images "
                          f"{c.get('test_images', 'test')!r}): no test image was seen in "
                          "training", param="run_dir")
+    instances = {p: [_read_instances(os.path.join(run_dir, f"instances_{p}_seed{seed}.npz"))
+                     for seed in c["seeds"]] for p in c["paradigms"]}
     splits = load_mosaic_splits(c["dataset"], c["m"], c["n_train"], c["n_test"],
                                 data_dir=data_dir, foreground=c.get("foreground"),
                                 seed=c.get("data_seed", 0), test_images="train")
     seen = foreground_seen(splits.train, splits.test)
-    out = {}
-    for p in c["paradigms"]:
-        instances = []
-        for seed in c["seeds"]:
-            name = os.path.join(run_dir, f"instances_{p}_seed{seed}.npz")
-            if not os.path.isfile(name):
-                raise InputError(f"{name} is missing: the run folder is incomplete",
-                                 param="run_dir")
-            with np.load(name) as d:
-                instances.append({k[len("test_"):]: d[k] for k in d.files
-                                  if k.startswith("test_")})
-        out[p] = breakdown(instances, seen, c.get("threshold", 0.8))
-    return out
+    return {p: breakdown(runs, seen, c.get("threshold", 0.8)) for p, runs in instances.items()}
+
+
+def _read_instances(path):
+    """The per-mosaic test arrays of one run (``instances_<p>_seed<k>.npz``)."""
+    if not os.path.isfile(path):
+        raise InputError(f"{path} is missing: the run folder is incomplete", param="run_dir")
+    return load_guarded(path, _test_instances, lambda d: None if {"a_z", "s_y"} <= set(d)
+                        else "it holds no test_a_z and test_s_y", what="per-mosaic scores",
+                        fix="rerun the run to rewrite it", prev=False)
+
+
+def _test_instances(path):
+    with np.load(path) as d:
+        return {k[len("test_"):]: d[k] for k in d.files if k.startswith("test_")}
 
 
 def summary_lines(by_paradigm):
