@@ -25,7 +25,8 @@
 # Each finished cell writes results/cells/NAME.json; at the end all records go into
 # $OUT/cells_results.tar.gz (when $OUT is set) with a summary, to bring home here with
 # `attn-dyn cells import cells_results.tar.gz` (it keeps a complete record over a partial
-# one), then `attn-dyn cells report`.
+# one), then `attn-dyn cells report`; the small files of the job's run folders (history,
+# settings, results; no checkpoints) go into $OUT/cells_runs.tar.gz, for `cells plot`.
 # --dry-run lists the cells, their estimated minutes on --card and what would run.
 # GPU_CELLS_DEVICE=cpu runs the same path on the CPU (a smoke test with tiny-* cells);
 # GPU_CELLS_COMPILE=cudagraph|compile runs the CNN FCAM cells' steps that way (default none);
@@ -56,7 +57,7 @@ while [ $# -gt 0 ]; do
     --card) CARD="$2"; shift ;;
     --parallel) PARALLEL="$2"; shift ;;
     --data) DATA="$2"; shift ;;
-    -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,43p' "$0"; exit 0 ;;
     -*) echo "Error: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) CELLS+=("$1") ;;
   esac
@@ -306,6 +307,15 @@ echo "$SUMMARY"
 if [ -n "${OUT:-}" ]; then
   echo "$SUMMARY" >"$OUT/gpu_cells_summary.md"
   ls results/cells/*.json >/dev/null 2>&1 && tar czf "$OUT/cells_results.tar.gz" results/cells/*.json
+  # the small files of this job's run folders (curves, settings, per-seed results; no
+  # checkpoints), for `cells plot` at home: tar xzf cells_runs.tar.gz
+  RUN_FILES=()
+  for name in "${NAMES[@]}"; do
+    for f in history.jsonl config.json results.json summary.md; do
+      [ -f "runs/cells/$name/$f" ] && RUN_FILES+=("runs/cells/$name/$f")
+    done
+  done
+  [ "${#RUN_FILES[@]}" -gt 0 ] && tar czf "$OUT/cells_runs.tar.gz" "${RUN_FILES[@]}"
   tail -n 40 runs/cells/*.log >"$OUT/gpu_cells_logs.txt" 2>/dev/null
   [ -f runs/cells/step_probe.json ] && cp runs/cells/step_probe.json "$OUT/"
 fi

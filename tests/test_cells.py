@@ -3,6 +3,7 @@ regenerate from the records, and the repository's README matches its results/ fo
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -373,3 +374,39 @@ def test_table1_curves_average_the_seeds_at_each_evaluation(monkeypatch, tmp_pat
     assert np.allclose(axes[3].lines[0].get_ydata(), [0.285, 0.295])
     assert list(axes[0].lines[0].get_xdata()) == [1, 2, 3, 4]
     assert authors.get_linestyle() == "-" and released.get_linestyle() == ":"
+
+
+def test_gpu_cells_runs_cells_end_to_end_on_the_cpu_and_packs_what_comes_home(tmp_path):
+    """The path a GPU job takes, on the CPU (GPU_CELLS_DEVICE=cpu) in a scratch copy of the
+    layout, so this repository's results are untouched: two tiny cells run, their records
+    and the small files of their run folders are packed under $OUT, and the records import
+    into another store."""
+    import tarfile
+
+    repo, out = tmp_path / "repo", tmp_path / "out"
+    (repo / "benchmarks").mkdir(parents=True)
+    out.mkdir()
+    shutil.copy(ROOT / "benchmarks" / "gpu_cells.sh", repo / "benchmarks")
+    env = dict(os.environ, PYTHON=os.environ.get("PYTHON", "python"), OUT=str(out),
+               GPU_CELLS_DEVICE="cpu", OMP_NUM_THREADS="1")
+    cells_run = ["tiny-t1-synthetic-sa", "tiny-synthetic-copy"]
+    done = subprocess.run(["bash", str(repo / "benchmarks" / "gpu_cells.sh"), "--budget",
+                           "300", *cells_run], capture_output=True, text=True, timeout=600,
+                          env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for name in cells_run:
+        assert f"| {name} | DONE |" in done.stdout
+        assert (repo / "results" / "cells" / f"{name}.json").is_file()
+    with tarfile.open(out / "cells_results.tar.gz") as tar:
+        assert sorted(tar.getnames()) == sorted(f"results/cells/{n}.json" for n in cells_run)
+    with tarfile.open(out / "cells_runs.tar.gz") as tar:
+        names = tar.getnames()
+    assert "runs/cells/tiny-t1-synthetic-sa/history.jsonl" in names
+    assert "runs/cells/tiny-synthetic-copy/results.json" in names
+    assert not any("checkpoints" in n or n.endswith(".npz") for n in names)
+    assert (out / "gpu_cells_summary.md").read_text().count("| DONE |") == 2
+    home = tmp_path / "home"
+    result = CliRunner().invoke(cli, ["cells", "import", str(out / "cells_results.tar.gz"),
+                                      "--results", str(home)])
+    assert result.exit_code == 0, result.output
+    assert cells.finished("tiny-t1-synthetic-sa", str(home))
