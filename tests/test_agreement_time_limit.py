@@ -105,3 +105,28 @@ def test_a_bad_time_limit_is_refused_before_anything_is_written(tmp_path, shared
                                      "--time-limit", bad, "--no-progress"])
         assert r.exit_code == 2 and "--time-limit" in r.output, r.output
         assert "Traceback" not in r.output and not out.exists()
+
+
+def test_the_hatexplain_row_runs_through_the_cell_path(tmp_path, shared_dataset, monkeypatch,
+                                                       torch_one_thread):
+    """t2-hatexplain (beyond Snell's Table 2) at the smoke size of tiny-t2-sst2: the cell
+    reads the binary HateXplain file, trains the four models and writes a row with no
+    paper line beside it."""
+    from dataclasses import replace
+
+    shared_dataset("hatexplain", "hatexplain_binary.jsonl")
+    real = cells.get_cell("t2-hatexplain")
+    assert real.data == "hatexplain" and real.settings["size"] == "paper" and not real.paper
+    tiny = replace(real, settings=dict(real.settings, size="tiny"))
+    monkeypatch.setattr(cells, "get_cell", lambda name: tiny)
+    results = str(tmp_path / "r")
+    record = cells.run_cell("t2-hatexplain", str(shared_dataset("hatexplain").parent),
+                            results, str(tmp_path / "w"), device="cpu")
+    res = record["result"]
+    assert res["performance_name"] == "accuracy" and 0.0 <= res["performance"] <= 1.0
+    assert len(res["row"]) == len(res["columns"]) == 8
+    assert all(0.0 <= v <= 1.0 for v in res["row"] if v is not None)
+    assert set(res["steps_run"]) == {"standard", "second", "uniform", "frozen"}
+    text = results_store.render(results_store.read_cells(results))
+    row = [line for line in text.splitlines() if line.startswith("| HateXplain agreement")]
+    assert len(row) == 1 and "| paper |" not in text.split(row[0])[1].split("\n\n")[0]

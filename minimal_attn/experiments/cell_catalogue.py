@@ -2,7 +2,8 @@ r"""Which cells exist: every paper-size experiment of both papers cut into cells
 
 * a V&R Table 1 cell is one data set, m, protocol and paradigm with all its
   seeds (``t1-cifar10-m5-authors-sa``; HateXplain: ``t1-hatexplain1-sa``);
-* a Snell Table 2 cell is one row (``t2-sst2``, ``t2-multi30k``);
+* a Snell Table 2 cell is one row (``t2-sst2``, ``t2-multi30k``; ``t2-hatexplain``
+  runs its classification recipe on a data set beyond the paper);
 * the permutation-copy figure (Snell Sec. 3.3) and the multi-head rescue
   (Sec. 5.2, 8 heads) are one cell each, and V&R's other paradigms on the
   permutation copy one cell per paradigm;
@@ -82,6 +83,12 @@ def _snell_cells():
                   {"runner": "agreement", "task": task, "dataset": d, "size": "paper"}, d,
                   {"row": list(PAPER_TABLE2[PAPER_NAME[d]])})
              for d, task in (("sst2", "classify"), ("multi30k", "translate"))]
+    # beyond the paper: its classification recipe (A.8, as t2-sst2) on binary HateXplain,
+    # whose human rationales V&R's Table 1 uses; no paper row to stand beside
+    cells += [Cell("t2-hatexplain", "table2", "paper",
+                   "HateXplain agreement row (binary; beyond Snell's Table 2, the SST recipe)",
+                   {"runner": "agreement", "task": "classify", "dataset": "hatexplain",
+                    "size": "paper"}, "hatexplain", {})]
     cells += [Cell("permute-copy", "synthetic", "paper",
                    "permutation copy vs its control (Sec. 3.3), 20 seeds",
                    {"runner": "synthetic", "task": "copy", "seeds": 20, "size": "paper"},
