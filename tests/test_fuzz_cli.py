@@ -16,6 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, event, given, settings
@@ -302,3 +303,50 @@ def test_train_text(post, split_file, extra):
         check(["train-text", "--data-dir", "hx", "--paradigm", "ha", "--epochs", "1",
                "--min-count", "1", "--device", "cpu", "--no-progress", "--out", "{root}/out",
                *extra], root)
+
+
+# ------------------------------------------------------------------ cells seen
+JSONISH = st.one_of(st.integers(-3, 12000), st.floats(allow_nan=True), st.text(max_size=6),
+                    st.none(), st.lists(st.integers(0, 3), max_size=3))
+
+
+@st.composite
+def seen_run(draw):
+    """A run folder `cells seen` reads: config.json with drawn (often odd) values,
+    results.json, one instances file of drawn arrays; or files of drawn bytes."""
+    config = {"dataset": "cifar10", "m": draw(st.integers(2, 6)),
+              "n_train": draw(st.integers(1, 400)), "n_test": draw(st.integers(1, 300)),
+              "paradigms": ["sa"], "seeds": [0], "data_seed": draw(st.integers(0, 3)),
+              "test_images": draw(st.sampled_from(["train", "train", "test", "x"])),
+              "threshold": 0.8}
+    for key in draw(st.lists(st.sampled_from(sorted(config)), unique=True, max_size=2)):
+        config[key] = draw(JSONISH)                     # a field or two spoiled
+    text = draw(st.one_of(st.just(json.dumps(config)), st.just(json.dumps(config)),
+                          st.text(max_size=20)))
+    n_test = config["n_test"] if type(config["n_test"]) is int and config["n_test"] >= 0 else 5
+    n = draw(st.one_of(st.just(n_test), st.integers(0, 300)))
+    kinds = [np.zeros(n), np.ones(n, bool), np.full(n, 0.9), np.array("x")]
+    arrays = {k: draw(st.sampled_from(kinds)) for k in draw(st.lists(st.sampled_from(
+        ["test_a_z", "test_s_y", "test_correct", "train_a_z"]), unique=True, min_size=2))}
+    return text, arrays, draw(st.booleans())
+
+
+@pytest.mark.skipif(not (sweep.SHARED / "cifar10").is_dir(), reason="no shared CIFAR-10 subset")
+@FUZZ
+@given(run=seen_run())
+def test_cells_seen(run):
+    text, arrays, with_data = run
+    cifar = sweep.SHARED / "cifar10"
+    with scratch() as root:
+        folder = Path(root, "work", "cpu-t1-cifar10-m5-released-sa")
+        folder.mkdir(parents=True)
+        (folder / "results.json").write_text("{}")
+        (folder / "config.json").write_text(text)
+        with open(folder / "instances_sa_seed0.npz", "wb") as f:
+            np.savez(f, **arrays)
+        data = Path(root, "data")
+        data.mkdir()
+        if with_data:
+            os.symlink(cifar, data / "cifar10")
+        check(["cells", "seen", "cpu-t1-cifar10-m5-released-sa", "--data-root", "{root}/data",
+               "--work", "{root}/work"], root)

@@ -85,10 +85,8 @@ def from_run(run_dir, data_dir):
         raise InputError(f"{run_dir} holds no finished run (results.json and config.json): "
                          "give the folder a finished `attn-dyn train` or cell wrote",
                          param="run_dir")
-    needs = ("dataset", "m", "n_train", "n_test", "paradigms", "seeds")
-    c = load_guarded(path, read_json, lambda o: None if isinstance(o, dict) and all(
-        k in o for k in needs) else f"not a Table 1 config.json (it needs {', '.join(needs)})",
-        what="run settings", fix="rerun the run to rewrite it", prev=False)
+    c = load_guarded(path, read_json, _config_problem, what="run settings",
+                     fix="rerun the run to rewrite it", prev=False)
     if c.get("test_images", "test") != "train":
         raise InputError(f"the run in {run_dir} tested on held-out images (test_images "
                          f"{c.get('test_images', 'test')!r}): no test image was seen in "
@@ -100,6 +98,30 @@ def from_run(run_dir, data_dir):
                                 seed=c.get("data_seed", 0), test_images="train")
     seen = foreground_seen(splits.train, splits.test)
     return {p: breakdown(runs, seen, c.get("threshold", 0.8)) for p, runs in instances.items()}
+
+
+def _config_problem(c):
+    """Why ``c`` is not the config.json of a CIFAR Table 1 run (None when it is)."""
+    from minimal_attn.datasets.splits import CIFAR_DATASETS
+
+    def whole(v, least):
+        return isinstance(v, int) and not isinstance(v, bool) and v >= least
+
+    if not isinstance(c, dict):
+        return "not a JSON object"
+    checks = {"dataset": c.get("dataset") in CIFAR_DATASETS, "m": whole(c.get("m"), 2),
+              "n_train": whole(c.get("n_train"), 1), "n_test": whole(c.get("n_test"), 1),
+              "data_seed": whole(c.get("data_seed", 0), 0),
+              "paradigms": isinstance(c.get("paradigms"), list) and bool(c["paradigms"])
+              and all(isinstance(p, str) and p.isidentifier() for p in c["paradigms"]),
+              "seeds": isinstance(c.get("seeds"), list) and bool(c["seeds"])
+              and all(whole(k, 0) for k in c["seeds"]),
+              "threshold": isinstance(c.get("threshold", 0.8), (int, float))
+              and 0 < c.get("threshold", 0.8) < 1,
+              "foreground": c.get("foreground") is None or isinstance(c["foreground"], list)
+              and all(isinstance(n, str) for n in c["foreground"])}
+    bad = [k for k, ok in checks.items() if not ok]
+    return f"not the config.json of a CIFAR Table 1 run ({', '.join(bad)})" if bad else None
 
 
 def _read_instances(path):
