@@ -138,7 +138,7 @@ def test_from_run_refuses_malformed_files_in_one_line(tmp_path):
     with pytest.raises(InputError, match="config.json.*rerun the run"):
         seen_images.from_run(str(tmp_path), "x")
     (tmp_path / "config.json").write_text(json.dumps({"test_images": "train"}))
-    with pytest.raises(InputError, match="not a Table 1 config.json"):
+    with pytest.raises(InputError, match=r"not the config.json of a CIFAR Table 1 run \(dataset, m"):
         seen_images.from_run(str(tmp_path), "x")
     config = {"dataset": "cifar10", "m": 5, "n_train": 10, "n_test": 10, "paradigms": ["sa"],
               "seeds": [0], "test_images": "train"}
