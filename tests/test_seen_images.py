@@ -138,7 +138,7 @@ def test_from_run_refuses_malformed_files_in_one_line(tmp_path):
     with pytest.raises(InputError, match="config.json.*rerun the run"):
         seen_images.from_run(str(tmp_path), "x")
     (tmp_path / "config.json").write_text(json.dumps({"test_images": "train"}))
-    with pytest.raises(InputError, match=r"not the config.json of a CIFAR Table 1 run \(dataset, m"):
+    with pytest.raises(InputError, match=r"of a CIFAR Table 1 run \(dataset, m"):
         seen_images.from_run(str(tmp_path), "x")
     config = {"dataset": "cifar10", "m": 5, "n_train": 10, "n_test": 10, "paradigms": ["sa"],
               "seeds": [0], "test_images": "train"}
@@ -150,6 +150,9 @@ def test_from_run_refuses_malformed_files_in_one_line(tmp_path):
         seen_images.from_run(str(tmp_path), "x")
     np.savez(tmp_path / "instances_sa_seed0.npz", train_a_z=np.zeros(3))
     with pytest.raises(InputError, match="no test_a_z"):
+        seen_images.from_run(str(tmp_path), "x")
+    np.savez(tmp_path / "instances_sa_seed0.npz", test_a_z=np.array("x"), test_s_y=np.zeros(3))
+    with pytest.raises(InputError, match="test_a_z not one number per mosaic"):
         seen_images.from_run(str(tmp_path), "x")
 
 

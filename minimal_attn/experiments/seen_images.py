@@ -55,16 +55,17 @@ def breakdown(instances, seen, threshold=0.8):
     std); a group with no mosaic is None.
     """
     seen = np.asarray(seen, dtype=bool)
+    for r in instances:
+        if any(np.shape(r[k]) != seen.shape for k in r):
+            raise InputError(f"test instances of shapes {[np.shape(v) for v in r.values()]} "
+                             f"but {len(seen)} test mosaics: the instances are not of these "
+                             "mosaics")
     out = {"fraction_seen": float(seen.mean()), "n_seen": int(seen.sum()),
            "n_unseen": int((~seen).sum())}
     for group, mask in zip(GROUPS, (seen, ~seen)):
         if not mask.any():
             out[group] = None
             continue
-        for r in instances:
-            if len(r["a_z"]) != len(seen):
-                raise InputError(f"{len(r['a_z'])} test instances but {len(seen)} test "
-                                 "mosaics: the instances are not of these mosaics")
         saifs = [saif.saif(r["a_z"][mask], r["s_y"][mask], threshold) for r in instances]
         correct = [r.get("correct") for r in instances]
         out[group] = {"saif": summarise(saifs),
@@ -128,9 +129,16 @@ def _read_instances(path):
     """The per-mosaic test arrays of one run (``instances_<p>_seed<k>.npz``)."""
     if not os.path.isfile(path):
         raise InputError(f"{path} is missing: the run folder is incomplete", param="run_dir")
-    return load_guarded(path, _test_instances, lambda d: None if {"a_z", "s_y"} <= set(d)
-                        else "it holds no test_a_z and test_s_y", what="per-mosaic scores",
+    return load_guarded(path, _test_instances, _instances_problem, what="per-mosaic scores",
                         fix="rerun the run to rewrite it", prev=False)
+
+
+def _instances_problem(d):
+    """Why ``d`` (a run's test arrays) cannot be split (None when it can)."""
+    if not {"a_z", "s_y"} <= set(d):
+        return "it holds no test_a_z and test_s_y"
+    odd = [k for k, v in d.items() if v.ndim != 1 or v.dtype.kind not in "biuf"]
+    return f"test_{', test_'.join(odd)} not one number per mosaic" if odd else None
 
 
 def _test_instances(path):
