@@ -14,7 +14,7 @@ from minimal_attn.backends.snell.agreement import (  # noqa: E402
     run_agreement,
 )
 from minimal_attn.cli.main import cli  # noqa: E402
-from minimal_attn.experiments import cells, results_store  # noqa: E402
+from minimal_attn.experiments import cells, results_store, results_tables  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
@@ -88,12 +88,13 @@ def test_a_table2_cell_cut_short_is_partial_until_a_rerun_finishes_it(tmp_path, 
 def test_the_table_names_the_models_a_time_limit_stopped():
     cut = {"time_limited": {"standard": True, "second": False, "uniform": True, "frozen": False},
            "steps_run": {"standard": 250, "second": 4000, "uniform": 500, "frozen": 4000}}
-    assert results_store._models_cut(cut) == \
+    assert results_tables._models_cut(cut) == \
         " (**partial: time limit, standard at step 250, uniform at step 500**)"
     same = {"time_limited": dict.fromkeys(("standard", "second", "uniform"), True),
             "steps_run": dict.fromkeys(("standard", "second", "uniform"), 6000)}
-    assert results_store._models_cut(same) == " (**partial: time limit, every model at step 6000**)"
-    assert results_store._models_cut({"time_limited": {"standard": False},
+    assert results_tables._models_cut(same) == \
+        " (**partial: time limit, every model at step 6000**)"
+    assert results_tables._models_cut({"time_limited": {"standard": False},
                                       "steps_run": {"standard": 10}}) == ""
 
 

@@ -13,7 +13,7 @@ record in ``results/cells/<name>.json`` in the repository:
   device and card, Python, NumPy, torch and CUDA versions, CPU count, wall
   time and the command line.
 
-:func:`render` turns every record into the Markdown tables of
+:func:`.results_tables.render` turns every record into the Markdown tables of
 ``results/README.md`` and of the README block between ``<!-- results:begin -->``
 and ``<!-- results:end -->``; :func:`write_report` writes both, and with
 ``check=True`` only says which of them is out of date (the test suite does).
@@ -29,12 +29,11 @@ import sys
 import numpy as np
 
 from minimal_attn.errors import InputError
-from minimal_attn.experiments.cell_parts import merge
 from minimal_attn.experiments.io import atomic_open, ensure_dir
+from minimal_attn.experiments.results_tables import SCALES, render
 
 FORMAT = 1
 KINDS = ("table1", "table2", "synthetic")
-SCALES = ("paper", "cpu", "tiny")
 BEGIN, END = "<!-- results:begin -->\n", "<!-- results:end -->"
 
 
@@ -144,154 +143,6 @@ def read_cells(results_dir):
         check_record(record, path)
         records.append(record)
     return records
-
-
-def _pct(entry):
-    return f"{100 * entry['mean']:.1f} ± {100 * entry['std']:.1f}"
-
-
-def _short(record):
-    p = record["provenance"]
-    commit = ",".join(c[:9] for c in (p.get("commit") or "?").split(","))
-    commit += "+" if p.get("dirty") else ""
-    n = len(p.get("parts") or ())
-    parts = f", {n} part{'s' if n > 1 else ''}" if n else ""
-    return (f"{p.get('card')}, {p.get('date', '?')[:10]}, {commit}{parts}, "
-            f"{p.get('wall_seconds')} s")
-
-
-def _table1_order(record):
-    """Scale, data set, m and protocol, then the paradigms in the paper's order."""
-    s, name = record["settings"], record["cell"]
-    head, paradigm = name.rsplit("-", 1)[0], name.rsplit("-", 1)[-1]
-    rank = ("sa", "ha", "lv", "hybrid")
-    return (SCALES.index(record["scale"]), str(s.get("dataset") or head),
-            s.get("m", 0), str(s.get("protocol") or ""),
-            rank.index(paradigm) if paradigm in rank else len(rank), record["cell"])
-
-
-def _epochs(result):
-    """Epochs run (range over seeds), how many seeds the stop rule ended, and a mark
-    for seeds a time limit cut short: e.g. ``31-48, 12/12 stopped``."""
-    runs = list((result.get("epochs_run") or {}).values())
-    if not runs:
-        return "-"
-    text = f"{min(runs)}" if min(runs) == max(runs) else f"{min(runs)}-{max(runs)}"
-    stopped = [v for v in (result.get("stopped_epochs") or {}).values() if v is not None]
-    text += f", {len(stopped)}/{len(runs)} stopped"
-    cut = [k for k, v in (result.get("time_limited") or {}).items() if v]
-    if cut:
-        text += f", **{len(cut)} cut by time limit (partial)**"
-    return text
-
-
-def _table1(records):
-    records = sorted(records, key=_table1_order)
-    lines = ["| cell | scale | seeds | test SAIF % | test accuracy % | epochs | "
-             "paper SAIF / acc | run on |", "|---|---|---|---|---|---|---|---|"]
-    for r in records:
-        res, paper = r["result"], r.get("paper") or {}
-        ref = (f"{paper['saif']} / {paper['accuracy']}" if paper else "-")
-        trained = (f", trained {res['train_seconds'] / 60:.0f} min"
-                   if res.get("train_seconds") else "")
-        diverged = res.get("diverged") or {}
-        seeds = len(res["test"]["saif"]["per_seed"])
-        seeds = f"{seeds} (+{len(diverged)} diverged: seed {', '.join(diverged)})" \
-            if diverged else seeds
-        lines.append(f"| {r['title']} | {r['scale']} | {seeds} "
-                     f"| {_pct(res['test']['saif'])} | {_pct(res['test']['accuracy'])} "
-                     f"| {_epochs(res)} | {ref} "
-                     f"| {_short(r)}{trained} |")
-    return lines
-
-
-def _seen(records):
-    """The Table 1 cells tested on mosaics of training images (``result.test_seen``): their
-    test scores over the seen and the unseen foregrounds (:mod:`.seen_images`)."""
-    def pct(group, key):
-        return "-" if not group or not group.get(key) else _pct(group[key])
-
-    lines = ["| cell | scale | seeds | test foregrounds seen in training | accuracy seen % "
-             "| accuracy unseen % | SAIF seen % | SAIF unseen % |",
-             "|---|---|---|---|---|---|---|---|"]
-    for r in sorted(records, key=_table1_order):
-        b, seeds = r["result"]["test_seen"], len(r["result"]["test"]["saif"]["per_seed"])
-        lines.append(f"| {r['title']} | {r['scale']} | {seeds} "
-                     f"| {100 * b['fraction_seen']:.1f}% | {pct(b['seen'], 'accuracy')} "
-                     f"| {pct(b['unseen'], 'accuracy')} | {pct(b['seen'], 'saif')} "
-                     f"| {pct(b['unseen'], 'saif')} |")
-    return lines
-
-
-def _models_cut(result):
-    """`` (**partial: ...**)`` naming the models of a Table 2 row a time limit stopped."""
-    limited = result.get("time_limited") or {}
-    cut = {name: result["steps_run"][name]
-           for name in ("standard", "second", "uniform", "frozen") if limited.get(name)}
-    if not cut:
-        return ""
-    if len(cut) == len(limited) and len(set(cut.values())) == 1:
-        where = f"every model at step {next(iter(cut.values()))}"
-    else:
-        where = ", ".join(f"{name} at step {step}" for name, step in cut.items())
-    return f" (**partial: time limit, {where}**)"
-
-
-def _table2(records):
-    cols = ["A(α,β^uf)", "A(β^uf,β^px)", "A(Δ,β^uf)", "A(α,β)", "Â", "ξ(α,β^uf)", "ξ(α,β)", "ξ*"]
-    lines = ["| cell | scale | " + " | ".join(cols) + " | performance | run on |",
-             "|---" * (len(cols) + 4) + "|"]
-    for r in records:
-        res = r["result"]
-        ours = " | ".join("-" if v is None else f"{100 * v:.1f}" for v in res["row"])
-        title = r["title"] + _models_cut(res)
-        lines.append(f"| {title} | {r['scale']} | {ours} | "
-                     f"{100 * res['performance']:.1f} | {_short(r)} |")
-        if r.get("paper"):
-            lines.append("| paper | | " + " | ".join(f"{v:g}" for v in r["paper"]["row"])
-                         + " | | |")
-    return lines
-
-
-def _synthetic(records):
-    lines = ["| cell | scale | condition | seeds | converged | failed | run on |",
-             "|---|---|---|---|---|---|---|"]
-    for r in records:
-        res = r["result"]
-        cut = any((res.get("time_limited") or {}).values())
-        title = r["title"] + (f" (**partial: time limit at step {res.get('steps_run')}**)"
-                              if cut else "")
-        for name, c in res["conditions"].items():
-            lines.append(f"| {title} | {r['scale']} | {name} | {c['seeds']} | "
-                         f"{100 * c['converged_fraction']:.0f}% | {100 * c['failed_fraction']:.0f}%"
-                         f" | {_short(r)} |")
-        for name, why in (res.get("skipped") or {}).items():
-            lines.append(f"| {title} | {r['scale']} | {name} | 0 | skipped: {why} | | "
-                         f"{_short(r)} |")
-    return lines
-
-
-def render(records):
-    """The Markdown tables of every record, by kind (V&R Table 1, Snell Table 2, synthetic);
-    the parts of a cell are joined into one row (:func:`.cell_parts.merge`)."""
-    if not records:
-        return "No cell has been run yet.\n"
-    records = merge(records)
-    out = []
-    for kind, heading, table in (("table1", "V&R Table 1 (test set, %)", _table1),
-                                 ("table2", "Snell Table 2 (%)", _table2),
-                                 ("synthetic", "Snell synthetic tasks", _synthetic)):
-        mine = [r for r in records if r["kind"] == kind]
-        if mine:
-            out += [f"**{heading}**", ""] + table(mine) + [""]
-        seen = [r for r in mine if kind == "table1" and "test_seen" in r["result"]]
-        if seen:
-            out += ["**Test mosaics of training images: the seen and the unseen foregrounds**",
-                    ""] + _seen(seen) + [""]
-    out.append("Scale `paper`: the paper's size; `cpu`: reduced to fit the 2-core machine; "
-               "`tiny`: a smoke cell. 'run on': card, date, commit (+: uncommitted changes), "
-               "wall time (summed over a cell's parts).")
-    return "\n".join(out) + "\n"
 
 
 RESULTS_README = """# Results
