@@ -220,12 +220,7 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
         if value != unset and runner not in takes[key][1]:
             raise InputError(f"{key} applies to {takes[key][0]}, not to cell {name}: drop it",
                              param=key)
-    data_dir = None
-    if cell.data:
-        data_dir = os.path.join(data_root, cell.data) if data_root else None
-        if data_dir is None or not os.path.isdir(data_dir):
-            raise InputError(f"cell {name} needs the folder {cell.data} under the data root "
-                             f"({data_root}); see `attn-dyn cells list`", param="data_root")
+    data_dir = _data_dir(cell, data_root)
     work = os.path.join(work_root, name)
     given = inputs(cell, results_dir)        # refused before anything runs
     source = source or code_source()        # the code that runs, before it has run
@@ -243,6 +238,17 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
         record["part"] = dict(cell.part)
     write_cell(results_dir, record)
     return record
+
+
+def _data_dir(cell, data_root):
+    """``cell``'s data folder under ``data_root`` (None for a cell that reads none)."""
+    if not cell.data:
+        return None
+    data_dir = os.path.join(data_root, cell.data) if data_root else None
+    if data_dir is None or not os.path.isdir(data_dir):
+        raise InputError(f"cell {cell.name} needs the folder {cell.data} under the data root "
+                         f"({data_root}); see `attn-dyn cells list`", param="data_root")
+    return data_dir
 
 
 def plot_cells(names, work_root, path, title=None):
@@ -281,11 +287,7 @@ def seen_scores(name, data_root, work_root="runs/cells"):
         raise InputError(f"cell {name} is not a CIFAR Table 1 cell: only those test on "
                          "mosaics of images", param="names")
     _run_file(work_root, name, "results.json")
-    data_dir = os.path.join(data_root or "", cell.data)
-    if not os.path.isdir(data_dir):
-        raise InputError(f"cell {name} needs the folder {cell.data} under the data root "
-                         f"({data_root})", param="data_root")
-    return seen_images.from_run(os.path.join(work_root, name), data_dir)[
+    return seen_images.from_run(os.path.join(work_root, name), _data_dir(cell, data_root))[
         cell.settings["paradigm"]]
 
 
