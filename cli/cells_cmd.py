@@ -13,6 +13,7 @@ import click
 
 from minimal_attn.cli.options import CONTEXT, ProgressBar, default, progress_option
 from minimal_attn.experiments import cell_costs as costs
+from minimal_attn.experiments import cell_views
 from minimal_attn.experiments import cells as lib
 from minimal_attn.experiments.results_store import code_source, read_cells, write_report
 from minimal_attn.experiments.train_loop import COMPILE_MODES, CONV_MODES
@@ -149,7 +150,7 @@ def plot(names, work, path, title):
     accuracy against step, one curve per seed and condition (Snell Fig. 3); name
     the parts of a cell (permute-copy@1 permute-copy@2) to draw all its seeds.
     """
-    lib.plot_cells(names, work, path, title)
+    cell_views.plot_cells(names, work, path, title)
     click.echo(f"wrote {path}")
 
 
@@ -171,7 +172,7 @@ def seen(names, data_root, work):
     from minimal_attn.experiments.seen_images import summary_lines
 
     for name in names:
-        scores = lib.seen_scores(name, data_root, work)
+        scores = cell_views.seen_scores(name, data_root, work)
         paradigm = lib.get_cell(name).settings["paradigm"]
         click.echo(f"{name}:\n" + summary_lines({paradigm: scores}))
 

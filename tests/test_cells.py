@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from minimal_attn.cli.main import cli
 from minimal_attn.errors import InputError
-from minimal_attn.experiments import cells, results_store
+from minimal_attn.experiments import cell_views, cells, results_store
 from minimal_attn.experiments.cell_costs import estimate_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -198,7 +198,7 @@ def test_cells_plot_draws_a_synthetic_cell_from_its_parts(tmp_path, torch_one_th
     cells.run_cell("tiny-synthetic-copy", None, str(tmp_path / "r"), str(work), device="cpu")
     out = tmp_path / "copy.png"
     with mock.patch("minimal_attn.experiments.plots.plot_synthetic_curves") as drawn:
-        cells.plot_cells(["tiny-synthetic-copy"], str(work), str(out))
+        cell_views.plot_cells(["tiny-synthetic-copy"], str(work), str(out))
     seeds, path, title = drawn.call_args.args
     assert path == str(out) and title == cells.get_cell("tiny-synthetic-copy").title
     assert sorted((s["condition"], s["seed"]) for s in seeds) == [

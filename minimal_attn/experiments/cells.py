@@ -12,7 +12,8 @@ tables join the parts (:mod:`minimal_attn.experiments.cell_parts`).
 :func:`run_cell` runs one cell or part through the same library call as its
 command (``run_experiment``, ``run_hatexplain``, ``run_agreement``,
 ``run_synthetic``) and writes its record; :mod:`.cell_costs` estimates the time
-of each on a card.
+of each on a card, and :mod:`.cell_views` reads a run folder back (curves, seen and
+unseen test images).
 """
 
 import json
@@ -220,14 +221,14 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
         if value != unset and runner not in takes[key][1]:
             raise InputError(f"{key} applies to {takes[key][0]}, not to cell {name}: drop it",
                              param=key)
-    data_dir = _data_dir(cell, data_root)
+    folder = data_dir(cell, data_root)
     work = os.path.join(work_root, name)
     given = inputs(cell, results_dir)        # refused before anything runs
     source = source or code_source()        # the code that runs, before it has run
     t0 = time.perf_counter()
     control = {"time_limit": time_limit, "compile": compile, "conv_mode": conv_mode}
     result, settings, used = cell_runners.RUNNERS[cell.settings["runner"]](
-        cell, data_dir, work, device, log or (lambda line: None), control, progress, given)
+        cell, folder, work, device, log or (lambda line: None), control, progress, given)
     record = {"format": 1, "cell": name, "kind": cell.kind, "scale": cell.scale,
               "title": cell.title, "settings": settings, "result": result,
               "paper": cell.paper or None,
@@ -240,8 +241,9 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
     return record
 
 
-def _data_dir(cell, data_root):
-    """``cell``'s data folder under ``data_root`` (None for a cell that reads none)."""
+def data_dir(cell, data_root):
+    """``cell``'s data folder under ``data_root`` (None for a cell that reads none);
+    an :class:`InputError` naming the folder when it is not there."""
     if not cell.data:
         return None
     data_dir = os.path.join(data_root, cell.data) if data_root else None
@@ -249,76 +251,3 @@ def _data_dir(cell, data_root):
         raise InputError(f"cell {cell.name} needs the folder {cell.data} under the data root "
                          f"({data_root}); see `attn-dyn cells list`", param="data_root")
     return data_dir
-
-
-def plot_cells(names, work_root, path, title=None):
-    """The training curves of the cells ``names`` from their run folders under
-    ``work_root``; writes the figure to ``path``.
-
-    Table 1 cells: mean a_z and training loss per epoch, test accuracy and SAIF at
-    each evaluation (``<name>/history.jsonl``).
-    Synthetic cells and parts: test accuracy against step, one curve per seed and
-    condition (``<name>/results.json``; Snell Fig. 3), so the parts of a cell draw it
-    whole. ``title`` None: "Training curves (mean over seeds)", or the first cell's.
-    """
-    kinds = {get_cell(name).kind for name in names}
-    if kinds == {"synthetic"}:
-        return _plot_synthetic(names, work_root, path, title)
-    if kinds != {"table1"}:
-        raise InputError(f"cells plot draws Table 1 cells or synthetic cells, one kind at a "
-                         f"time; these are {', '.join(sorted(kinds))}", param="names")
-    from minimal_attn.experiments.plots import plot_training_curves
-
-    histories = {name: _read_lines(_run_file(work_root, name, "history.jsonl"))
-                 for name in names}
-    plot_training_curves(histories, path, title or "Training curves (mean over seeds)")
-    return path
-
-
-def seen_scores(name, data_root, work_root="runs/cells"):
-    """The test scores of Table 1 cell (or part) ``name`` over the test foregrounds seen
-    and not seen in training (:func:`.seen_images.from_run` of its run folder under
-    ``work_root``; ``data_root`` as for :func:`run_cell`): for a cell tested on mosaics
-    of training images (``released``), also one run before its record kept them."""
-    from minimal_attn.experiments import seen_images
-
-    cell = get_cell(name)
-    if cell.kind != "table1" or not cell.data or "paradigm" not in cell.settings:
-        raise InputError(f"cell {name} is not a CIFAR Table 1 cell: only those test on "
-                         "mosaics of images", param="names")
-    _run_file(work_root, name, "results.json")
-    return seen_images.from_run(os.path.join(work_root, name), _data_dir(cell, data_root))[
-        cell.settings["paradigm"]]
-
-
-def _plot_synthetic(names, work_root, path, title):
-    from minimal_attn.experiments.checkpoints import load_guarded, read_json
-    from minimal_attn.experiments.plots import plot_synthetic_curves
-
-    seeds = []
-    for name in names:
-        source = _run_file(work_root, name, "results.json")
-        out = load_guarded(source, read_json, lambda o: None if isinstance(o, dict) and
-                           "conditions" in o else "not a synthetic results.json",
-                           what="results", fix="rerun the cell to rewrite it", prev=False)
-        seeds += [s for c in out["conditions"].values() for s in c["seeds"]]
-    cell = get_cell(names[0])
-    plot_synthetic_curves(seeds, path, title or (cell.part or {}).get("title", cell.title))
-    return path
-
-
-def _run_file(work_root, name, file):
-    source = os.path.join(work_root, name, file)
-    if not os.path.isfile(source):
-        raise InputError(f"cell {name} has no {file} in {work_root} ({source} is missing): "
-                         "run it there first, or pass --work", param="work")
-    return source
-
-
-def _read_lines(source):
-    with open(source) as f:
-        try:
-            return [json.loads(line) for line in f if line.strip()]
-        except json.JSONDecodeError as err:
-            raise InputError(f"{source} is not JSON lines ({err}); rerun the cell "
-                             "to rewrite it") from None
