@@ -76,6 +76,11 @@ if [ "$PREP" = 0 ] && [ "$DRY" = 0 ] && need_install; then
   $PY -m pip install -q --no-index --no-deps --no-build-isolation -e . \
     || { echo "Error: cannot install attn-dyn here (pip install -e . failed)" >&2; exit 2; }
 fi
+if need_install; then     # a dry run or --prepare installs nothing: it needs attn-dyn there
+  echo "Error: $PY cannot import attn-dyn (minimal_attn.backends, array_api_compat):" \
+    "install it first (pip install -e .) or name the Python that has it in PYTHON" >&2
+  exit 2
+fi
 
 # cell -> its data folder, estimated minutes alone on the card and seconds beside the
 # other PARALLEL - 1 cells (one line each); CNN FCAM cells' times divided by SPEEDUP

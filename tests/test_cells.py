@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -290,6 +291,20 @@ def test_gpu_cells_dry_run_lists_cells_with_times():
     assert out.returncode == 0, out.stderr
     assert "t1-cifar10-m5-authors-sa" in out.stdout and "min" in out.stdout
     assert "tiny-t1-synthetic-sa" in out.stdout
+
+
+def test_gpu_cells_dry_run_without_attn_dyn_installed_says_so(tmp_path):
+    # python -S has no site-packages: run in the checkout, it finds minimal_attn in the
+    # working folder but not the backends that only an install maps under it
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    python.chmod(0o755)
+    out = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_cells.sh"), "--dry-run",
+                          "tiny-t1-synthetic-sa"], capture_output=True, text=True, cwd=ROOT,
+                         timeout=120, env=dict(os.environ, PYTHON=str(python)))
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert "Traceback" not in out.stderr and "pip install -e ." in out.stderr
+    assert out.stderr.count("\n") == 1
 
 
 def test_gpu_cells_auto_parallel_and_the_cells_a_job_has_no_data_for(tmp_path):
