@@ -146,9 +146,10 @@ def run_cells(names, data_root, results_dir, work, device, time_limit, compile_m
 def plot(names, work, path, title):
     """Plot the training curves of the cells NAMES from their run folders.
 
-    Table 1 cells: mean a_z and training loss per epoch. Synthetic cells: test
-    accuracy against step, one curve per seed and condition (Snell Fig. 3); name
-    the parts of a cell (permute-copy@1 permute-copy@2) to draw all its seeds.
+    Table 1 cells: mean a_z and training loss per epoch, one curve per cell.
+    Synthetic cells: test accuracy against step, one curve per seed and condition
+    (Snell Fig. 3). Name the parts of a cell (permute-copy@1 permute-copy@2) to draw
+    all its seeds.
     """
     cell_views.plot_cells(names, work, path, title)
     click.echo(f"wrote {path}")

@@ -186,6 +186,27 @@ def test_cells_plot_draws_the_histories_and_names_a_missing_one(tmp_path, torch_
     assert bad.exit_code == 2 and "not JSON lines" in bad.output
 
 
+def test_cells_plot_joins_the_parts_of_a_table1_cell_into_one_curve(tmp_path,
+                                                                      torch_one_thread):
+    pytest.importorskip("torch")
+    from unittest import mock
+
+    work = tmp_path / "w"
+    for k in (1, 2):
+        cells.run_cell(f"tiny-t1-synthetic-sa@{k}", None, str(tmp_path / "r"), str(work),
+                       device="cpu")
+    cells.run_cell("tiny-t1-synthetic-lv", None, str(tmp_path / "r"), str(work), device="cpu")
+    with mock.patch("minimal_attn.experiments.plots.plot_training_curves") as drawn:
+        cell_views.plot_cells(["tiny-t1-synthetic-sa@1", "tiny-t1-synthetic-sa@2",
+                               "tiny-t1-synthetic-lv"], str(work), str(tmp_path / "c.png"))
+    histories = drawn.call_args.args[0]
+    assert sorted(histories) == ["tiny-t1-synthetic-lv", "tiny-t1-synthetic-sa"]
+    parts = [[json.loads(line) for line in open(work / f"tiny-t1-synthetic-sa@{k}" /
+                                                 "history.jsonl")] for k in (1, 2)]
+    assert histories["tiny-t1-synthetic-sa"] == parts[0] + parts[1]
+    assert {r["seed"] for r in parts[0]}.isdisjoint({r["seed"] for r in parts[1]})
+
+
 def test_cells_plot_draws_a_synthetic_cell_from_its_parts(tmp_path, torch_one_thread):
     """Synthetic cells plot accuracy per step from each part's results.json, all seeds
     of all named parts in one figure; kinds are not mixed."""

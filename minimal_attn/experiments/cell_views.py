@@ -22,7 +22,8 @@ def plot_cells(names, work_root, path, title=None):
     ``work_root``; writes the figure to ``path``.
 
     Table 1 cells: mean a_z and training loss per epoch, test accuracy and SAIF at
-    each evaluation (``<name>/history.jsonl``).
+    each evaluation (``<name>/history.jsonl``), one curve per cell: the named parts of
+    a cell (``NAME@1 NAME@2``) are averaged together over all their seeds.
     Synthetic cells and parts: test accuracy against step, one curve per seed and
     condition (``<name>/results.json``; Snell Fig. 3), so the parts of a cell draw it
     whole. ``title`` None: "Training curves (mean over seeds)", or the first cell's.
@@ -35,8 +36,10 @@ def plot_cells(names, work_root, path, title=None):
                          f"time; these are {', '.join(sorted(kinds))}", param="names")
     from minimal_attn.experiments.plots import plot_training_curves
 
-    histories = {name: _read_lines(_run_file(work_root, name, "history.jsonl"))
-                 for name in names}
+    histories = {}       # the parts of a cell hold different seeds: one curve over all
+    for name in names:
+        histories.setdefault(name.split("@")[0], []).extend(
+            _read_lines(_run_file(work_root, name, "history.jsonl")))
     plot_training_curves(histories, path, title or "Training curves (mean over seeds)")
     return path
 
