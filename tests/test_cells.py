@@ -186,16 +186,21 @@ def test_cells_plot_draws_the_histories_and_names_a_missing_one(tmp_path, torch_
     assert bad.exit_code == 2 and "not JSON lines" in bad.output
 
 
+def _run_on_cpu(tmp_path, *names):
+    """Run the cells ``names`` on the CPU into ``tmp_path/w`` (records in ``tmp_path/r``)."""
+    pytest.importorskip("torch")
+    work = tmp_path / "w"
+    for name in names:
+        cells.run_cell(name, None, str(tmp_path / "r"), str(work), device="cpu")
+    return work
+
+
 def test_cells_plot_joins_the_parts_of_a_table1_cell_into_one_curve(tmp_path,
                                                                       torch_one_thread):
-    pytest.importorskip("torch")
     from unittest import mock
 
-    work = tmp_path / "w"
-    for k in (1, 2):
-        cells.run_cell(f"tiny-t1-synthetic-sa@{k}", None, str(tmp_path / "r"), str(work),
-                       device="cpu")
-    cells.run_cell("tiny-t1-synthetic-lv", None, str(tmp_path / "r"), str(work), device="cpu")
+    work = _run_on_cpu(tmp_path, "tiny-t1-synthetic-sa@1", "tiny-t1-synthetic-sa@2",
+                       "tiny-t1-synthetic-lv")
     with mock.patch("minimal_attn.experiments.plots.plot_training_curves") as drawn:
         cell_views.plot_cells(["tiny-t1-synthetic-sa@1", "tiny-t1-synthetic-sa@2",
                                "tiny-t1-synthetic-lv"], str(work), str(tmp_path / "c.png"))
@@ -210,14 +215,9 @@ def test_cells_plot_joins_the_parts_of_a_table1_cell_into_one_curve(tmp_path,
 def test_cells_plot_draws_a_synthetic_cell_from_its_parts(tmp_path, torch_one_thread):
     """Synthetic cells plot accuracy per step from each part's results.json, all seeds
     of all named parts in one figure; kinds are not mixed."""
-    pytest.importorskip("torch")
     from unittest import mock
 
-    work = tmp_path / "w"
-    for k in (1, 2):
-        cells.run_cell(f"tiny-multihead@{k}", None, str(tmp_path / "r"), str(work),
-                       device="cpu")
-    cells.run_cell("tiny-synthetic-copy", None, str(tmp_path / "r"), str(work), device="cpu")
+    work = _run_on_cpu(tmp_path, "tiny-multihead@1", "tiny-multihead@2", "tiny-synthetic-copy")
     out = tmp_path / "copy.png"
     with mock.patch("minimal_attn.experiments.plots.plot_synthetic_curves") as drawn:
         cell_views.plot_cells(["tiny-synthetic-copy"], str(work), str(out))
