@@ -246,8 +246,8 @@ def data_dir(cell, data_root):
     an :class:`InputError` naming the folder when it is not there."""
     if not cell.data:
         return None
-    data_dir = os.path.join(data_root, cell.data) if data_root else None
-    if data_dir is None or not os.path.isdir(data_dir):
+    folder = os.path.join(data_root, cell.data) if data_root else None
+    if folder is None or not os.path.isdir(folder):
         raise InputError(f"cell {cell.name} needs the folder {cell.data} under the data root "
                          f"({data_root}); see `attn-dyn cells list`", param="data_root")
-    return data_dir
+    return folder
