@@ -68,18 +68,20 @@ command -v "$PY" >/dev/null 2>&1 || PY=python
 ATTN="$PY -m minimal_attn.cli.main"
 
 need_install() { ! $PY -c "import minimal_attn.backends, array_api_compat" >/dev/null 2>&1; }
-if [ "$PREP" = 0 ] && [ "$DRY" = 0 ] && need_install; then
-  if ls .whl/*.whl >/dev/null 2>&1; then
-    $PY -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
-      && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+if need_install; then     # on the GPU machine: install from the carried wheels
+  if [ "$PREP" = 0 ] && [ "$DRY" = 0 ]; then
+    if ls .whl/*.whl >/dev/null 2>&1; then
+      $PY -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
+        && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+    fi
+    $PY -m pip install -q --no-index --no-deps --no-build-isolation -e . \
+      || { echo "Error: cannot install attn-dyn here (pip install -e . failed)" >&2; exit 2; }
   fi
-  $PY -m pip install -q --no-index --no-deps --no-build-isolation -e . \
-    || { echo "Error: cannot install attn-dyn here (pip install -e . failed)" >&2; exit 2; }
-fi
-if need_install; then     # a dry run or --prepare installs nothing: it needs attn-dyn there
-  echo "Error: $PY cannot import attn-dyn (minimal_attn.backends, array_api_compat):" \
-    "install it first (pip install -e .) or name the Python that has it in PYTHON" >&2
-  exit 2
+  if need_install; then   # a dry run or --prepare installs nothing: it needs attn-dyn there
+    echo "Error: $PY cannot import attn-dyn (minimal_attn.backends, array_api_compat):" \
+      "install it first (pip install -e .) or name the Python that has it in PYTHON" >&2
+    exit 2
+  fi
 fi
 
 # cell -> its data folder, estimated minutes alone on the card and seconds beside the
