@@ -108,7 +108,10 @@ def test_a_tiny_cell_writes_its_record_and_the_pages_regenerate(tmp_path, torch_
     assert results_store.write_report(str(results), str(readme), check=True) == []
     text = readme.read_text()
     assert text.startswith("intro\n") and text.endswith("\nend\n") and "old" not in text
-    assert "synthetic images, m = 3, sa" in text and "tiny" in text
+    # the README block holds the paper-size cells only; results/README.md every cell
+    assert "No paper-size cell has been run yet" in text and "m = 3" not in text
+    page = (results / "README.md").read_text()
+    assert "synthetic images, m = 3, sa" in page and "| tiny |" in page
     # a rerun resumes the finished checkpoints instead of training again
     again = cells.run_cell("tiny-t1-synthetic-sa", None, str(results), str(tmp_path / "w"),
                            device="cpu")

@@ -14,9 +14,10 @@ record in ``results/cells/<name>.json`` in the repository:
   time and the command line.
 
 :func:`.results_tables.render` turns every record into the Markdown tables of
-``results/README.md`` and of the README block between ``<!-- results:begin -->``
-and ``<!-- results:end -->``; :func:`write_report` writes both, and with
-``check=True`` only says which of them is out of date (the test suite does).
+``results/README.md``, and the paper-size ones, briefly, into the README block between
+``<!-- results:begin -->`` and ``<!-- results:end -->``; :func:`write_report` writes
+both, and with ``check=True`` only says which of them is out of date (the test suite
+does).
 """
 
 import datetime
@@ -157,13 +158,14 @@ checks that both match the records.
 
 
 def write_report(results_dir, readme=None, check=False):
-    """Write ``results_dir/README.md`` and the ``readme`` block from the records.
+    """Write ``results_dir/README.md`` (every record) and the ``readme`` block (the
+    paper-size records, briefly) from the records.
 
     With ``check`` nothing is written; returns the paths that are out of date
     (empty when everything matches).
     """
-    body = render(read_cells(results_dir))
-    targets = {os.path.join(results_dir, "README.md"): RESULTS_README + body}
+    records = read_cells(results_dir)
+    targets = {os.path.join(results_dir, "README.md"): RESULTS_README + render(records)}
     if readme is not None:
         with open(readme) as f:
             text = f.read()
@@ -171,7 +173,7 @@ def write_report(results_dir, readme=None, check=False):
             raise InputError(f"{readme} has no results block ({BEGIN.strip()} ... {END}): "
                              "add the two markers where the tables belong")
         i, j = text.index(BEGIN) + len(BEGIN), text.index(END)
-        targets[readme] = text[:i] + body + text[j:]
+        targets[readme] = text[:i] + render(records, brief=True) + text[j:]
     stale = []
     for path, content in targets.items():
         old = open(path).read() if os.path.exists(path) else None

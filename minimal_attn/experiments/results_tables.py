@@ -4,7 +4,8 @@ V&R Table 1 cells (with, for cells tested on mosaics of training images, their s
 unseen test foregrounds), Snell Table 2 rows and the synthetic figures, one table each;
 the parts of a cell are joined into one row (:func:`.cell_parts.merge`). The records and
 their files are :mod:`.results_store`'s, which writes these tables into
-``results/README.md`` and the README.
+``results/README.md`` (every cell, full provenance) and, in brief, the README (the
+paper-size cells, each row's run as card and date).
 """
 
 from minimal_attn.experiments.cell_parts import merge
@@ -17,12 +18,16 @@ def _pct(entry):
     return f"{100 * entry['mean']:.1f} ± {100 * entry['std']:.1f}"
 
 
-def _short(record):
+def _short(record, brief=False):
+    """Where and when a cell ran: card, date, commits (+ if uncommitted changes), parts
+    and wall time; ``brief``: card, date and parts only."""
     p = record["provenance"]
-    commit = ",".join(c[:9] for c in (p.get("commit") or "?").split(","))
-    commit += "+" if p.get("dirty") else ""
     n = len(p.get("parts") or ())
     parts = f", {n} part{'s' if n > 1 else ''}" if n else ""
+    if brief:
+        return f"{p.get('card')}, {p.get('date', '?')[:10]}{parts}"
+    commit = ",".join(c[:9] for c in (p.get("commit") or "?").split(","))
+    commit += "+" if p.get("dirty") else ""
     return (f"{p.get('card')}, {p.get('date', '?')[:10]}, {commit}{parts}, "
             f"{p.get('wall_seconds')} s")
 
@@ -52,7 +57,7 @@ def _epochs(result):
     return text
 
 
-def _table1(records):
+def _table1(records, run_on):
     records = sorted(records, key=_table1_order)
     lines = ["| cell | scale | seeds | test SAIF % | test accuracy % | epochs | "
              "paper SAIF / acc | run on |", "|---|---|---|---|---|---|---|---|"]
@@ -68,7 +73,7 @@ def _table1(records):
         lines.append(f"| {r['title']} | {r['scale']} | {seeds} "
                      f"| {_pct(res['test']['saif'])} | {_pct(res['test']['accuracy'])} "
                      f"| {_epochs(res)} | {ref} "
-                     f"| {_short(r)}{trained} |")
+                     f"| {run_on(r)}{trained} |")
     return lines
 
 
@@ -104,7 +109,7 @@ def _models_cut(result):
     return f" (**partial: time limit, {where}**)"
 
 
-def _table2(records):
+def _table2(records, run_on):
     cols = ["A(α,β^uf)", "A(β^uf,β^px)", "A(Δ,β^uf)", "A(α,β)", "Â", "ξ(α,β^uf)", "ξ(α,β)", "ξ*"]
     lines = ["| cell | scale | " + " | ".join(cols) + " | performance | run on |",
              "|---" * (len(cols) + 4) + "|"]
@@ -113,14 +118,14 @@ def _table2(records):
         ours = " | ".join("-" if v is None else f"{100 * v:.1f}" for v in res["row"])
         title = r["title"] + _models_cut(res)
         lines.append(f"| {title} | {r['scale']} | {ours} | "
-                     f"{100 * res['performance']:.1f} | {_short(r)} |")
+                     f"{100 * res['performance']:.1f} | {run_on(r)} |")
         if r.get("paper"):
             lines.append("| paper | | " + " | ".join(f"{v:g}" for v in r["paper"]["row"])
                          + " | | |")
     return lines
 
 
-def _synthetic(records):
+def _synthetic(records, run_on):
     lines = ["| cell | scale | condition | seeds | converged | failed | run on |",
              "|---|---|---|---|---|---|---|"]
     for r in records:
@@ -131,31 +136,44 @@ def _synthetic(records):
         for name, c in res["conditions"].items():
             lines.append(f"| {title} | {r['scale']} | {name} | {c['seeds']} | "
                          f"{100 * c['converged_fraction']:.0f}% | {100 * c['failed_fraction']:.0f}%"
-                         f" | {_short(r)} |")
+                         f" | {run_on(r)} |")
         for name, why in (res.get("skipped") or {}).items():
             lines.append(f"| {title} | {r['scale']} | {name} | 0 | skipped: {why} | | "
-                         f"{_short(r)} |")
+                         f"{run_on(r)} |")
     return lines
 
 
-def render(records):
+def render(records, brief=False):
     """The Markdown tables of every record, by kind (V&R Table 1, Snell Table 2, synthetic);
-    the parts of a cell are joined into one row (:func:`.cell_parts.merge`)."""
+    the parts of a cell are joined into one row (:func:`.cell_parts.merge`). ``brief``: the
+    paper-size cells only, each row's run as card and date (the README's block)."""
+    records = merge(records) if records else []
+    if brief:
+        records = [r for r in records if r["scale"] == "paper"]
     if not records:
-        return "No cell has been run yet.\n"
-    records = merge(records)
+        return ("No paper-size cell has been run yet.\n" if brief
+                else "No cell has been run yet.\n")
+
+    def run_on(record):
+        return _short(record, brief)
+
     out = []
     for kind, heading, table in (("table1", "V&R Table 1 (test set, %)", _table1),
                                  ("table2", "Snell Table 2 (%)", _table2),
                                  ("synthetic", "Snell synthetic tasks", _synthetic)):
         mine = [r for r in records if r["kind"] == kind]
         if mine:
-            out += [f"**{heading}**", ""] + table(mine) + [""]
+            out += [f"**{heading}**", ""] + table(mine, run_on) + [""]
         seen = [r for r in mine if kind == "table1" and "test_seen" in r["result"]]
         if seen:
             out += ["**Test mosaics of training images: the seen and the unseen foregrounds**",
                     ""] + _seen(seen) + [""]
-    out.append("Scale `paper`: the paper's size; `cpu`: reduced to fit the 2-core machine; "
-               "`tiny`: a smoke cell. 'run on': card, date, commit (+: uncommitted changes), "
-               "wall time (summed over a cell's parts).")
+    if brief:
+        out.append("The paper-size cells; 'run on': card, date, parts. Every cell, the CPU-size "
+                   "ones too, with its commit and wall time: "
+                   "[results/README.md](results/README.md).")
+    else:
+        out.append("Scale `paper`: the paper's size; `cpu`: reduced to fit the 2-core machine; "
+                   "`tiny`: a smoke cell. 'run on': card, date, commit (+: uncommitted "
+                   "changes), wall time (summed over a cell's parts).")
     return "\n".join(out) + "\n"
