@@ -35,7 +35,11 @@ from minimal_attn.errors import InputError
 
 
 def top_k(L, percent=5.0):
-    """k of Snell Eq. (10): ceil(percent/100 * L), which is >= 1 for L >= 1."""
+    """k of Snell Eq. (10): ceil(percent/100 * L), which is >= 1 for L >= 1 and
+    0 < percent <= 100 (anything else is refused)."""
+    if not (isinstance(percent, (int, float, np.number)) and 0 < percent <= 100):
+        raise InputError(f"percent must lie in (0, 100], got {percent!r}: "
+                         "Snell Eq. (10) uses 5")
     return max(1, math.ceil(percent * L / 100.0))
 
 
@@ -47,6 +51,9 @@ def _rows(u, v):
     u, v = (a[None, :] if a.ndim == 1 else a for a in (u, v))
     if u.shape != v.shape or u.shape[-1] == 0:
         raise InputError(f"u and v must have the same non-empty shape, got {u.shape} and {v.shape}")
+    if bool(xp.any(xp.isnan(u))) or bool(xp.any(xp.isnan(v))):
+        raise InputError("u or v holds NaN, which has no rank: check the model or probe that "
+                         "produced it (a diverged run?)")
     return xp, u, v
 
 

@@ -1,6 +1,6 @@
 r"""IBM Model 1: the count table, Snell Eqs. (16)-(19), and Brown et al.'s EM.
 
-Snell, Zhong, Klein & Steinhardt (2021), Section 4 and Appendix A.3.
+Snell, Zhong, Klein & Steinhardt (2021), Section 4 and Appendix A.2 (Eq. (52)).
 Orientation, used everywhere in this package: a table is indexed
 ``[source word i, target word o]``, shape ``(|I|, |O|)``, and a translation
 table sums to 1 over targets, ``table[i, o] = t(o | i)``. The source predicts
@@ -31,7 +31,7 @@ import numpy as np
 
 from minimal_attn._ibm1_sparse import _flatten, build_links, e_step, log_likelihood, m_step
 from minimal_attn._xp import get_xp, like, namespace, to_numpy
-from minimal_attn.errors import check_int_at_least
+from minimal_attn.errors import InputError, check_int_at_least
 
 NULL_WORD = "<NULL>"
 
@@ -120,6 +120,10 @@ def train_ibm1_dense(src, tgt, n_src, n_tgt, iterations=5, null=True):
     table : array (|I| (+1 with NULL), |O|)   t(o | i)
     log_likelihood : list of iterations + 1 floats (module docstring)
     """
+    if not null and any(len(x) == 0 and len(y) > 0 for x, y in zip(src, tgt)):
+        n = next(k for k, (x, y) in enumerate(zip(src, tgt)) if len(x) == 0 and len(y) > 0)
+        raise InputError(f"pair {n} has target words but an empty source; "
+                         "drop it or use the NULL word")
     rows = n_src + int(null)
     t = np.full((rows, n_tgt), 1.0 / n_tgt)
     history = []
@@ -160,7 +164,12 @@ class IBM1Model:
         return self.n_src if self.null else None
 
     def to_dense(self):
-        """The table as a dense array, shape (|I| (+1 with NULL), |O|); rows sum to 1.
+        """The table as a dense array, shape (|I| (+1 with NULL), |O|).
+
+        The rows of source words that co-occur with a target word sum to 1; a pair that
+        never co-occurred is 0, and so is the whole row of a word that meets no target
+        word (as :func:`trans_from_counts`, Snell Eq. (17); :func:`train_ibm1_dense`
+        leaves such a row at its uniform start instead, which EM never updates).
 
         Filled on the host (the array API has no scatter), returned in the table's namespace.
         """
@@ -193,7 +202,8 @@ def train_ibm1(src, tgt, n_src, n_tgt, iterations=5, null=True, xp=np, callback=
     """Train IBM Model 1 with EM from the uniform table ``t(o|i) = 1/|O|`` (as NLTK does).
 
     The EM of :func:`train_ibm1_dense` on the sparse layout of the private
-    ``_ibm1_sparse`` module (equal tables, tested), fast enough for Multi30k
+    ``_ibm1_sparse`` module (equal on every pair of words that co-occur, tested; see
+    :meth:`IBM1Model.to_dense` for the others), fast enough for Multi30k
     and runnable on a GPU through ``xp`` (``numpy``, ``cupy``, ``torch``, any
     array-API namespace).
 

@@ -83,6 +83,19 @@ def test_bad_shapes():
         agr.agreement([], [])
 
 
+def test_bad_percent_and_nan_are_refused():
+    # percent <= 0 would quietly act as "the top position only"; NaN has no rank (a NaN at
+    # v[l*] would count as agreement, since nothing compares greater)
+    for percent in (0, -5, 101, float("nan")):
+        with pytest.raises(InputError, match="percent"):
+            agr.agreement([1.0, 2.0], [2.0, 1.0], percent=percent)
+    assert agr.agreement([1.0, 2.0], [2.0, 1.0], percent=100) == 1       # k = L: any l*
+    with pytest.raises(InputError, match="NaN"):
+        agr.agreement([1.0, 2.0], [0.0, float("nan")])
+    with pytest.raises(InputError, match="NaN"):
+        agr.agreement_baseline([float("nan"), 1.0])
+
+
 # ------------------------------------------------------------ Kendall's tau
 def test_kendall_tau():
     assert agr.kendall_tau([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)

@@ -117,6 +117,22 @@ def test_beta_from_sparse_model_equals_dense():
     assert ibm1.beta_ibm(model, np.array([6]), np.array([0]))[0, 0] == 0.0   # never seen
 
 
+def test_words_that_never_meet_a_target_word():
+    # word 1 only in a pair with an empty target, word 2 nowhere; word 0 never meets
+    # target 1. The sparse table is 0 off the co-occurring pairs (as Trans, Eq. (17)); the
+    # literal EM leaves a row it never updates at the uniform start
+    src = [np.array([0, 0]), np.array([1]), np.array([0])]
+    tgt = [np.array([0]), np.array([], dtype=np.int64), np.array([0, 0])]
+    model = ibm1.train_ibm1(src, tgt, 3, 2, iterations=3, null=False)
+    table, _ = ibm1.train_ibm1_dense(src, tgt, 3, 2, iterations=3, null=False)
+    trans = ibm1.trans_from_counts(ibm1.count_table(src, tgt, 3, 2))
+    np.testing.assert_array_equal(model.to_dense(), [[1, 0], [0, 0], [0, 0]])
+    np.testing.assert_array_equal(model.to_dense(), trans)
+    np.testing.assert_array_equal(table, [[1, 0], [0.5, 0.5], [0.5, 0.5]])
+    i, o = np.meshgrid(np.arange(3), np.arange(2), indexing="ij")
+    np.testing.assert_array_equal(model.lookup(i, o), model.to_dense())
+
+
 # ---------------------------------------------------------------------- EM
 def test_em_two_sentences_by_hand():
     src, tgt = [np.array([0, 1]), np.array([0])], [np.array([0]), np.array([0, 1])]
@@ -227,6 +243,8 @@ def test_build_links_rejects_bad_input():
         ibm1.build_links([np.array([0])], [], 3, 2)
     with pytest.raises(InputError, match="empty source"):
         ibm1.build_links([np.array([], dtype=int)], [np.array([0])], 3, 2, null=False)
+    with pytest.raises(InputError, match="empty source"):          # the literal EM too
+        ibm1.train_ibm1_dense([np.array([], dtype=int)], [np.array([0])], 3, 2, null=False)
     # with NULL an empty source is fine: every target word comes from NULL
     m = ibm1.train_ibm1([np.array([], dtype=int)], [np.array([0])], 3, 2, iterations=1)
     assert m.to_dense()[m.null_id, 0] == 1.0

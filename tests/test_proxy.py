@@ -108,6 +108,25 @@ def test_eq15_is_exact_for_orthonormal_embeddings():
                                2 * (C - C.mean(axis=1, keepdims=True)), atol=1e-12)
 
 
+def test_eq15_holds_for_the_logits_and_is_smaller_by_the_output_size_for_theta():
+    # Eq. (15) prints theta^px = softmax(W e_i); A.2's Eq. (53) derives it for the logits
+    # W e_i. At the orthonormal start (p uniform) the probabilities move at the logits'
+    # velocity times the softmax Jacobian (I - 11^T/|O|)/|O|, i.e. 2(C - mean C)/|O|
+    src, tgt, n_src, n_tgt = _toy_corpus()
+    eye = np.eye(n_src + n_tgt)
+    params = {"e": eye[:n_src], "W": eye[n_src:]}
+    C = ibm1.count_table(src, tgt, n_src, n_tgt)
+    limit = 2 * (C - C.mean(axis=1, keepdims=True))
+    _, g = proxy.loss_and_grads(params, proxy.make_batch(src, tgt))
+    h = 1e-6                                            # central difference along the flow
+
+    def theta(s):
+        return proxy.word_translation({k: params[k] - s * g[k] for k in params})
+    velocity = (theta(h) - theta(-h)) / (2 * h)
+    np.testing.assert_allclose(velocity, limit / n_tgt, atol=1e-7)
+    assert np.abs(velocity - limit).max() > 0.5 * np.abs(limit).max()   # as printed: off
+
+
 def test_eq15_error_shrinks_like_one_over_sqrt_d():
     src, tgt, n_src, n_tgt = _toy_corpus()
     dims = [16, 256, 4096]

@@ -21,6 +21,15 @@ agrees with the proxy). Extras where given: ``A_beta_uf_beta_log`` (Table 11) an
 ``A_alpha_alpha_fr`` (Table 10, maximum over the frozen model's checkpoints). ``metric="tau"``
 gives Table 3 (Kendall's tau-b instead of A).
 
+The columns follow the paper's notation A(u, v) (u's top position among v's top 5%) and
+A.7's one maximisation (of A(alpha, beta^uf) over the uniform model's checkpoints, whose
+best checkpoint then serves every beta^uf column). The authors' analysis script, as
+published, reads two columns otherwise: the proxy column as A(beta^px, beta^uf) (u =
+beta^px) and the saliency column, each maximised over the uniform checkpoints on its
+own, with alpha taken at the standard run's best-performing checkpoint. In small runs
+(SST-2, Multi30k) the proxy column moved by 1-2 points between the two readings; the
+saved arrays of every checkpoint let the other reading be recomputed.
+
 A run is ``(history, evals)``: ``history`` a list of per-evaluation records
 (``step``, ``<split>_perf``, ``<split>_bleu``) and ``evals[step]`` a dict of
 lists of (T_n, L_n) arrays named ``<split>_alpha``, ``<split>_beta``,
