@@ -137,15 +137,17 @@ for (m, p), r in results.items():
 # %% [markdown]
 # ## Figure 1: the focus-prediction heat map
 #
-# Rows are bins of $a_z$ (bottom: $a_z < 0.2$), columns bins of $s_y$; each cell
-# is the percentage of test mosaics. SAIF is the top-right cell's share above
-# 0.8 on both axes. At this size the focus is still near uniform,
-# $a_z \approx 1/m$: for m = 20 every mosaic sits in the bottom row, for m = 5
-# they straddle the 0.2 edge between the two bottom rows.
+# As in the paper's Figure 1, columns are bins of $a_z$ (left: $a_z < 0.2$) and rows
+# bins of $s_y$ (top: $s_y \geq 0.8$); each cell is the percentage of test mosaics.
+# SAIF is the top-right cell's share above 0.8 on both axes. (`results.json` stores
+# the grid with rows = $a_z$ bins, hence the transpose.) At this size the focus is still
+# near uniform, $a_z \approx 1/m$: for m = 20 every mosaic sits in the left column, for
+# m = 5 they straddle the 0.2 edge between the two left columns.
 
 # %%
 for m in SIZES:
-    grid = np.asarray(results[m, "hybrid"]["test"]["heatmap"])
-    print(f"\nhybrid, m={m}, test (rows: a_z bins from the top 0.8-1.0 down to 0.0-0.2)")
+    grid = np.asarray(results[m, "hybrid"]["test"]["heatmap"]).T      # (s_y bin, a_z bin)
+    print(f"\nhybrid, m={m}, test (columns: a_z bins 0.0-0.2 ... 0.8-1.0; "
+          "rows: s_y bins from the top 0.8-1.0 down to 0.0-0.2)")
     for i in reversed(range(grid.shape[0])):
         print("  " + " ".join(f"{v:5.1f}" for v in grid[i]))

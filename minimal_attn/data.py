@@ -12,6 +12,9 @@ for evaluation only: no model ever sees it.
 Linear orthogonal setting (Assumptions 1-3): the foreground of class ``k`` is
 the fixed vector ``s_k``, the ``s_k`` are orthonormal, and background
 segments are zero-mean Gaussians in the orthogonal complement of span(s).
+Assumption 1 says "orthogonal"; Eqs. (1)-(6) as printed also need
+:math:`\|s_k\| = 1`, hence orthonormal. (Sec. 2.2 prints the label set as
+{1, ..., m}; the labels are the C classes, {1, ..., C}.)
 
 The generators are host-side NumPy (seeded ``default_rng``); move their arrays
 to another namespace with ``xp.asarray`` (``dynamics.simulate(xp=...)`` does).

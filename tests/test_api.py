@@ -3,6 +3,8 @@
 import re
 from pathlib import Path
 
+import pytest
+
 import minimal_attn
 from minimal_attn import notation
 
@@ -41,3 +43,11 @@ def test_notation_names_point_at_existing_code():
             else:
                 raise AssertionError(f"{ref!r} names no module of minimal_attn ({row})")
     assert notation.lookup("V&R Eq. (10)")
+
+
+def test_docs_core_md_holds_the_notation_table_as_generated():
+    docs = CORE.parent / "docs" / "core.md"
+    if not docs.exists():
+        pytest.skip("minimal_attn is installed without the checkout's docs/")
+    assert notation.as_markdown().rstrip("\n") in docs.read_text(), (
+        "docs/core.md's notation table is stale: paste minimal_attn.notation.as_markdown()")

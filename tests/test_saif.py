@@ -124,6 +124,24 @@ def test_plot_heatmap_writes_file(tmp_path):
     assert (tmp_path / "zero.pdf").read_bytes().startswith(b"%PDF")
 
 
+def test_plot_heatmap_draws_figure_1s_layout(tmp_path, monkeypatch):
+    # V&R Sec. 2.4: the top left holds instances classified correctly despite a low focus
+    # (s_y high, a_z low), and a confident classifier leaves the middle rows empty
+    from minimal_attn.experiments.plots import vr
+
+    drawn = {}
+    monkeypatch.setattr(vr, "save_figure", lambda fig, path, **kw: drawn.setdefault("fig", fig))
+    grid = heatmap([0.1, 0.1, 0.5], [0.95, 0.9, 0.1])    # two correct with a low focus
+    plot_heatmap(grid, "t", str(tmp_path / "h.png"))
+    ax = drawn["fig"].axes[0]
+    shown = np.asarray(ax.images[0].get_array())
+    assert ax.images[0].origin == "lower"                 # row 4 (s_y >= 0.8) on top
+    assert shown[4, 0] == pytest.approx(200 / 3) and shown[0, 2] == pytest.approx(100 / 3)
+    assert "a_z" in ax.get_xlabel() and "s_y" in ax.get_ylabel()
+    cells = {(t.get_position(), t.get_text()) for t in ax.texts}
+    assert ((0, 4), "66.7") in cells                     # x = a_z bin 0, y = s_y bin 4
+
+
 def test_plot_heatmap_validation(tmp_path):
     with pytest.raises(InputError, match="square grid"):
         plot_heatmap(np.zeros((5, 4)), "t", str(tmp_path / "x.png"))

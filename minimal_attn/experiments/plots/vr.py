@@ -116,10 +116,14 @@ def plot_training_curves(histories, path, title="Training curves (mean over seed
 
 
 def plot_heatmap(grid, title, path):
-    """Draw a :func:`heatmap` grid (a_z up the vertical axis) and save it atomically to ``path``.
+    """Draw a :func:`heatmap` grid as V&R's Figure 1 and save it atomically to ``path``.
 
-    Each cell is annotated with its percentage. The figure format follows
-    the extension of ``path`` (png, pdf, svg); its folder must exist.
+    As in the paper (Sec. 2.4): a_z across (columns), s_y up (rows, the highest on top),
+    so SAIF is the top-right cell, "correct despite a low focus" the top left, and a
+    confident classifier leaves the middle rows empty. The grid itself is stored with
+    rows = a_z bins (:func:`minimal_attn.saif.heatmap`), so it is drawn transposed.
+    Each cell is annotated with its percentage. The figure format follows the extension
+    of ``path`` (png, pdf, svg); its folder must exist.
     """
     grid = np.asarray(grid, dtype=np.float64)
     if grid.ndim != 2 or grid.shape[0] != grid.shape[1] or not np.all(np.isfinite(grid)):
@@ -139,16 +143,17 @@ def plot_heatmap(grid, title, path):
     fig = Figure(figsize=(5.2, 4.4))          # no pyplot: nothing global to clean up
     ax = fig.add_subplot()
     vmax = max(float(grid.max()), 1e-9)      # an all-zero grid still gets a valid scale
-    image = ax.imshow(grid, origin="lower", cmap="viridis", vmin=0.0, vmax=vmax)
+    shown = grid.T                           # (s_y bin, a_z bin): row 0 at the bottom
+    image = ax.imshow(shown, origin="lower", cmap="viridis", vmin=0.0, vmax=vmax)
     for i in range(bins):
         for j in range(bins):
-            dark = grid[i, j] < 0.5 * vmax
-            ax.text(j, i, f"{grid[i, j]:.1f}", ha="center", va="center", fontsize=8,
+            dark = shown[i, j] < 0.5 * vmax
+            ax.text(j, i, f"{shown[i, j]:.1f}", ha="center", va="center", fontsize=8,
                     color="white" if dark else "black")
     ax.set_xticks(range(bins), labels, rotation=30)
     ax.set_yticks(range(bins), labels)
-    ax.set_xlabel("true-class score s_y")
-    ax.set_ylabel("focus on foreground a_z")
+    ax.set_xlabel("focus on foreground a_z")
+    ax.set_ylabel("true-class score s_y")
     ax.set_title(str(title))
     fig.colorbar(image, ax=ax, label="% of instances")
     fig.tight_layout()
