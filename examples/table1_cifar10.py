@@ -40,24 +40,25 @@
 # %% [markdown]
 # ## Size
 #
-# The paper trains on 30,000 mosaics for many epochs on a GPU. This script
+# The paper trains on 10,000 mosaics (CIFAR-10) with 12 seeds, on a GPU. This script
 # runs on the shared CIFAR-10 subset (10,000 training and 5,000 test images) at
 # a size a 2-core CPU finishes in about seven minutes: m = 5 with 2,000 training
 # mosaics and m = 20 with 500, six epochs, one seed, the paper's learning rates
-# and the full Appendix A.2 networks. That is about 1% of the paper's compute,
+# and the full Appendix A.2 networks. That is well under 1% of the paper's compute,
 # so expect accuracies near chance (33%) and SAIF near 0: the focus has barely
-# left its uniform start. The full-size run is one command per m on a GPU:
+# left its uniform start. The paper-size runs are one command per m on a GPU
+# (`--protocol`: `paper` is Appendix A.2 as written, `authors` the released notebooks'
+# recipe, `released` that recipe on the notebooks' data; docs/train.md):
 #
 # ```
 # attn-dyn train --dataset cifar10 --data-dir DIR --m 5 --paradigm all \
-#     --n-train 30000 --n-test 10000 --epochs 150 --seeds 5 --device cuda --out runs/m5
+#     --protocol authors --batch-seeds --device cuda --out runs/m5
 # attn-dyn train --dataset cifar10 --data-dir DIR --m 20 --paradigm all \
-#     --n-train 30000 --n-test 10000 --epochs 150 --seeds 5 --device cuda --out runs/m20
+#     --protocol authors --batch-seeds --device cuda --out runs/m20
 # ```
 #
-# with `DIR` the official `cifar-10-batches-py` (all 50,000 training images).
-# 30,000 mosaics, batch 256 and 150 epochs are the settings of the authors'
-# released scripts; add `--batch-size 256` to match them exactly.
+# with `DIR` the official `cifar-10-batches-py` (all 50,000 training images), or as
+# cells of a few minutes each (`attn-dyn cells list`, docs/cells.md).
 
 # %%
 import sys

@@ -46,6 +46,20 @@ def check_int_at_least(name, value, low, param=None):
     return int(value)
 
 
+#: The largest seed a run may use: torch's and NumPy's generators both take it (torch
+#: refuses seeds past 2**63 - 1 with an OverflowError), with room for seed + 1 runs.
+MAX_SEED = 2**31 - 1
+
+
+def check_seeds(name, first, count=1, param=None):
+    """Require seeds ``first .. first + count - 1`` to be integers in [0, MAX_SEED]."""
+    first = check_int_at_least(name, first, 0, param=param)
+    if first + count - 1 > MAX_SEED:
+        raise InputError(f"{name} must be at most {MAX_SEED - count + 1} (seeds run up to "
+                         f"{MAX_SEED}), got {first}", param=param)
+    return first
+
+
 def check_alpha(alpha, name="alpha", param=None):
     """Require a foreground focus score in [0, 1]."""
     if not (isinstance(alpha, (int, float)) and 0.0 <= alpha <= 1.0):

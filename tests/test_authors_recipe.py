@@ -160,6 +160,27 @@ def test_stop_rule_ends_at_the_first_epoch_at_or_below_the_threshold():
     assert trainer.epochs == 6 and result["stopped_epoch"] is None
 
 
+def test_the_stop_rule_never_ends_a_hybrid_in_its_sa_phase():
+    # every epoch's loss meets the rule: SA epochs go on to the switch, HA's first ends it
+    losses = [0.01] * 6
+    trainer = Scripted(losses)
+    result = run_epochs(TrainConfig(paradigm="hybrid", epochs=6, stop_loss=0.05,
+                                    switch_epoch=3), trainer, "data")
+    assert [h["phase"] for h in result["history"]] == ["sa", "sa", "sa", "ha"]
+    assert result["stopped_epoch"] == 4 and trainer.epochs == 4
+    # auto: SA meeting the rule is the switch; the first HA epoch then ends the run
+    trainer = Scripted(losses)
+    result = run_epochs(TrainConfig(paradigm="hybrid", epochs=6, stop_loss=0.05,
+                                    switch_epoch="auto"), trainer, "data")
+    assert [h["phase"] for h in result["history"]] == ["sa", "ha"]
+    assert result["stopped_epoch"] == 2 and result["switch_epoch"] == 1
+    # without the rule met, auto switches as before (at the latest, epochs - epochs // 4)
+    trainer = Scripted([1.0] * 8)
+    result = run_epochs(TrainConfig(paradigm="hybrid", epochs=8, stop_loss=0.05,
+                                    switch_epoch="auto"), trainer, "data")
+    assert result["switch_epoch"] == 6 and result["stopped_epoch"] is None
+
+
 def test_checkpoints_of_default_recipe_keep_their_settings_key():
     """Runs with the paper's recipe record the same settings as before Adam existed, so
     their checkpoints still resume; the authors' recipe is told apart."""
@@ -217,18 +238,20 @@ def recipe(paradigm, seed=0, **extra):
 @pytest.mark.parametrize("paradigm", ["sa", "hybrid"])
 def test_batched_adam_with_a_stop_rule_equals_separate_runs(paradigm, tiny_splits, tmp_path,
                                                              float64):
-    """The threshold lies between the seeds' epoch-1 losses, so some seeds stop after one
-    epoch while the others go on: the batched run must still equal separate runs."""
+    """The threshold lies between the seeds' losses of the first epoch the rule may end
+    (the hybrid's first HA epoch, epoch 2), so some seeds stop there while the others go
+    on: the batched run must still equal separate runs."""
     free = [train_run(recipe(paradigm, s), tiny_splits.train, tiny_splits.test)
             for s in SEEDS]
-    first = sorted(r["history"][0]["loss"] for r in free)
-    stop = (first[0] + first[1]) / 2                          # one seed stops at epoch 1
+    at = 1 if paradigm == "sa" else 2                         # the first epoch it may end
+    first = sorted(r["history"][at - 1]["loss"] for r in free)
+    stop = (first[0] + first[1]) / 2                          # one seed stops at epoch `at`
     configs = [recipe(paradigm, s, stop_loss=stop) for s in SEEDS]
     single = [train_run(cfg, tiny_splits.train, tiny_splits.test, out_dir=str(tmp_path / "s"))
               for cfg in configs]
     batched = train_seeds(configs, tiny_splits.train, tiny_splits.test, str(tmp_path / "b"))
     stopped = [r["stopped_epoch"] for r in single]
-    assert stopped.count(1) >= 1 and len(set(len(r["history"]) for r in single)) > 1
+    assert stopped.count(at) >= 1 and len(set(len(r["history"]) for r in single)) > 1
     for ours, theirs in zip(batched, single):
         assert ours["stopped_epoch"] == theirs["stopped_epoch"]
         assert len(ours["history"]) == len(theirs["history"])

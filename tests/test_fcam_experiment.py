@@ -23,6 +23,11 @@ def test_learning_rates_per_paradigm_and_for_the_hybrid():
     assert (run_config(c, "hybrid", 0).lr, run_config(c, "hybrid", 0).hybrid_lr) == (0.3, 0.4)
     assert run_config(c, "sa", 0).hybrid_lr is None and run_config(c, "sa", 0).switch_epoch \
         is None
+    # the run takes the experiment's m, so A.2's CIFAR-100 m = 20 HA rate (0.007) applies
+    c = ExperimentConfig(dataset="cifar100", m=20)
+    assert run_config(c, "ha", 0).rates() == {"ha": 0.007}
+    assert run_config(c, "hybrid", 0).rates() == {"sa": 0.005, "ha": 0.007}
+    assert run_config(ExperimentConfig(dataset="cifar100", m=5), "ha", 0).rates() == {"ha": 0.001}
 
 
 def test_ctrl_c_keeps_checkpoints_and_says_how_to_resume(tmp_path):

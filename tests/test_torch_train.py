@@ -119,6 +119,11 @@ def test_learning_rates_and_hybrid_schedule():
     c = TrainConfig(paradigm="hybrid", epochs=6, dataset="cifar100")
     assert [c.phase(e) for e in range(6)] == ["sa"] * 3 + ["ha"] * 3
     assert [c.learning_rate(e) for e in (0, 3)] == [0.005, 0.001]
+    # A.2.2: CIFAR-100 HA at m = 20 takes 0.007 (0.001 at m = 5); nothing else moves
+    c20 = TrainConfig(paradigm="hybrid", epochs=6, dataset="cifar100", m=20)
+    assert [c20.learning_rate(e) for e in (0, 3)] == [0.005, 0.007]
+    assert TrainConfig(paradigm="ha", dataset="cifar10", m=20).rates() == {"ha": 0.005}
+    assert TrainConfig(paradigm="lv", dataset="cifar100", m=20).rates() == {"lv": 0.01}
     c = TrainConfig(paradigm="hybrid", epochs=6, switch_epoch=1, lr=0.1, hybrid_lr=0.2)
     assert [c.learning_rate(e) for e in (0, 1, 5)] == [0.1, 0.2, 0.2]
     assert TrainConfig(paradigm="soft").paradigm == "sa"

@@ -37,7 +37,7 @@ class CNNConfig:
     conv_channels: Tuple[int, ...] = (32, 64, 64)   # output channels of each conv
     fc_widths: Tuple[int, ...] = (512, 64, 10)      # hidden fully connected widths
     out_dim: int = 1                                # 1 (focus score) or C (class logits)
-    bias: bool = True                               # the focus has none (Appendix A.2)
+    bias: bool = True                               # the focus has none (authors' code)
     start: str = "xavier"                           # xavier; zero or mirror: output 0
     kernel: int = 3                                 # convolution size (LeNet: 5)
     in_channels: int = 3

@@ -62,7 +62,7 @@ def run_config(c, paradigm, seed):
                        batch_size=c.batch_size, seed=seed,
                        switch_epoch=c.switch_epoch if paradigm == "hybrid" else None,
                        device=c.device, threshold=c.threshold,
-                       dataset=paper_setting(c.dataset), n_classes=c.n_classes,
+                       dataset=paper_setting(c.dataset), m=c.m, n_classes=c.n_classes,
                        chunk=c.chunk, width=c.width, eval_every=c.eval_every,
                        checkpoint_every=c.checkpoint_every, time_limit=c.time_limit,
                        compile=c.compile, conv_mode=c.conv_mode, precision=c.precision,

@@ -1,15 +1,16 @@
 r"""Mosaic data sets by name: the one place that turns (dataset, sizes, seed) into mosaics.
 
-Vashisht & Ramaswamy (2023), Section 5 and Appendix A.2. Every experiment that
+Vashisht & Ramaswamy (2023), Section 2.4 and Appendix A.2. Every experiment that
 needs SDC mosaics (``attn-dyn train``, ``attn-dyn fixed-focus``, the examples)
 builds them here, so the foreground classes of a data set cannot drift between
 commands.
 
 * ``synthetic``: smooth random image patterns (:mod:`.mosaics`), no download;
-* ``cifar10``: foreground airplane, automobile, bird (Section 5), the other
-  seven classes background;
+* ``cifar10``: foreground airplane, automobile, bird (Section 2.4: "car, plane,
+  bird"), the other seven classes background;
 * ``cifar100``: foreground the 50 animal and people classes, the other 50
-  background (Section 5: "the first 50 classes ... animals and people");
+  background (the paper does not name them; Table 1's CIFAR-100 rows say only
+  "large number of classes", so this split is this package's choice);
 * ``synthetic-vectors`` and ``linear-orthogonal``: vector mosaics for the linear
   FCAM of the NumPy core (:mod:`.data`).
 """

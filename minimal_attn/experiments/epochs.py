@@ -19,7 +19,9 @@ batched or not, goes through the same steps:
   at the end; the previous one kept as ``.ckpt.prev``) and the callbacks;
 * the stop rule of the authors' released code (``stop_loss``): a lane ends after
   the first epoch whose mean training loss is at most ``stop_loss``; the others
-  go on, and the stopped lane gets phase None (no step, no update);
+  go on, and the stopped lane gets phase None (no step, no update). A hybrid's SA
+  epochs never end it: there the rule switches an ``auto`` hybrid to HA
+  (:meth:`.train_loop.TrainConfig.meets_stop`);
 * ``time_limit``: every lane ends at the first epoch boundary after that many
   seconds, is evaluated as it stands and says ``time_limited``;
 * resume: each lane's checkpoint is checked only against the settings that
@@ -198,9 +200,8 @@ def run_seeds(configs, trainer, fingerprint, out_dir=None, resume=False, progres
         probes = trainer.probe_loss(phases)
         for k in live:
             check_divergence(stats[k][0], metas[k]["history"], configs[k], probes[k])
-        ends = out_of_time() or any(
-            configs[k].stop_loss is not None and stats[k][0] <= configs[k].stop_loss
-            for k in live)
+        ends = out_of_time() or any(configs[k].meets_stop(stats[k][0], phases[k])
+                                    for k in live)
         # the hybrid's SA phase is scored with SA's rule, its HA phase with HA's
         rules = [None if p is None else "sa" if config.paradigm == "hybrid" and p == "sa"
                  else config.paradigm for p in phases]
@@ -218,9 +219,10 @@ def run_seeds(configs, trainer, fingerprint, out_dir=None, resume=False, progres
                       "test_accuracy": None if ev is None else ev[1][0]["accuracy"],
                       "test_saif": None if ev is None else ev[1][0]["saif"]}
             meta["history"].append(record)
+            sa_done = configs[k].stop_loss is not None and loss <= configs[k].stop_loss
             if configs[k].switch_epoch == "auto" and meta["switch_epoch"] is None and (
                     auto_switch([h["mean_a_z"] for h in meta["history"]], trainer.m)
-                    or epoch + 1 >= configs[k].latest_switch()):
+                    or epoch + 1 >= configs[k].latest_switch() or sa_done):
                 meta["switch_epoch"] = epoch + 1
             meta["train_seconds"] += share
             meta["epoch"] = epoch + 1

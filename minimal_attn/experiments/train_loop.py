@@ -27,6 +27,16 @@ from minimal_attn.experiments import checkpoints
 #: Synthetic image mosaics use CIFAR-10's.
 PAPER_LR = {"cifar10": {"sa": 0.01, "ha": 0.005, "lv": 0.01},
             "cifar100": {"sa": 0.005, "ha": 0.001, "lv": 0.01}}
+#: Where A.2 gives another rate for another m: (dataset, m) -> paradigm -> lr. CIFAR-100 HA:
+#: "0.001 and 0.007 for settings (m = 5, n = 50k; m = 20, n = 50k) respectively".
+PAPER_LR_BY_M = {("cifar100", 20): {"ha": 0.007}}
+
+
+def paper_lr(dataset, m=None):
+    """Appendix A.2's learning rates of ``dataset`` (paper setting) at ``m`` segments:
+    paradigm -> lr (``m`` None or a size A.2 gives nothing special for: the m = 5 rates)."""
+    setting = paper_setting(dataset)
+    return {**PAPER_LR[setting], **PAPER_LR_BY_M.get((setting, m), {})}
 #: Adam (the authors' released code, ``../shared/papers/authors-code-notes.md``):
 #: lr 5e-4 for both networks. They trained SA only; the other paradigms take the
 #: same rate.
@@ -72,9 +82,11 @@ class TrainConfig:
     seed: int = 0                        # initialisation and shuffling
     switch_epoch: Union[int, str, None] = None  # hybrid: first HA epoch; None: epochs // 2;
     #                                      "auto": when SA's focus stalls (auto_switch)
+    #                                      or SA meets the stop rule
     device: Optional[str] = None         # None: cuda if available, else cpu
     threshold: float = 0.8               # SAIF / focus-true threshold tau
     dataset: str = "cifar10"             # picks the Appendix A.2 networks and default lrs
+    m: Optional[int] = None              # segments; only picks A.2's rate (paper_lr)
     n_classes: int = 3
     chunk: Optional[int] = None          # images per network call; None: by device
     width: float = 1.0                   # network width multiplier (1 = Appendix A.2)
@@ -119,10 +131,19 @@ class TrainConfig:
         return lambda: (self.time_limit is not None
                         and time.perf_counter() - start >= float(self.time_limit))
 
+    def meets_stop(self, loss, phase):
+        """Whether an epoch of mean training loss ``loss`` in ``phase`` ends the run.
+
+        The stop rule (``stop_loss``) ends a hybrid in its HA phase only: an SA epoch
+        that meets it does not end the run (which would leave an SA model scored by
+        HA's rule); under ``switch_epoch="auto"`` it switches the hybrid to HA instead.
+        """
+        return (self.stop_loss is not None and loss <= self.stop_loss
+                and not (self.paradigm == "hybrid" and phase == "sa"))
+
     def stopped(self, history):
-        """True once the latest epoch's mean training loss reached ``stop_loss``."""
-        return (self.stop_loss is not None and bool(history)
-                and history[-1]["loss"] <= self.stop_loss)
+        """True once the latest epoch met the stop rule (:meth:`meets_stop`)."""
+        return bool(history) and self.meets_stop(history[-1]["loss"], history[-1]["phase"])
 
     def fixed_switch(self):
         """The hybrid's first HA epoch when fixed; None for ``auto`` (chosen while training)."""
@@ -137,7 +158,7 @@ class TrainConfig:
     def rates(self, table=None):
         """Learning rate of each loss phase of this run, e.g. {"sa": 0.01, "ha": 0.005}."""
         table = table or (ADAM_LR if self.optimizer == "adam"
-                          else PAPER_LR[paper_setting(self.dataset)])
+                          else paper_lr(self.dataset, self.m))
         if self.paradigm != "hybrid":
             p = self.paradigm
             return {p: float(table[p] if self.lr is None else self.lr)}
