@@ -46,6 +46,7 @@ from minimal_attn.cli.options import (
 )
 from minimal_attn.datasets.splits import TEST_IMAGES
 from minimal_attn.errors import InputError
+from minimal_attn.experiments.io import check_new_run
 from minimal_attn.experiments.train_loop import COMPILE_MODES, CONV_MODES, PIXELS, PRECISIONS
 from minimal_attn.experiments.train_report import summary_markdown
 
@@ -135,7 +136,8 @@ def _task_belongs_to_train_seq(ctx, param, value):
               "foregrounds were in training mosaics).")
 @click.option("--stop-loss", type=float, default=D.stop_loss,
               help="Stop a run after the first epoch whose mean training loss is <= this "
-                   "(the authors' rule: 0.05); the epoch is recorded [default: none].")
+                   "(the authors' rule: 0.05); the epoch is recorded. A hybrid stops in "
+                   "its HA phase only (SA meeting it: an auto switch) [default: none].")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Folder for results.json, config.json, history.jsonl, summary.csv/.md, "
                    "heat maps, per-instance scores and checkpoints/.")
@@ -149,8 +151,8 @@ def _task_belongs_to_train_seq(ctx, param, value):
               help="Learning rate: one number for every paradigm, or per paradigm, e.g. "
                    "sa=0.05,ha=0.01,lv=0.02 (hybrid: its SA phase, else sa's) [default: the "
                    "paper's for sgd; CIFAR-10 SA 0.01, HA 0.005, LV 0.01; CIFAR-100 SA "
-                   "0.005, HA 0.001, LV 0.01; adam: 5e-4; numpy: 0.5; hatexplain: SA 0.1, "
-                   "HA 0.1, LV 0.3 (A.3)].")
+                   "0.005, HA 0.001 (m = 20: 0.007), LV 0.01; adam: 5e-4; numpy: 0.5; "
+                   "hatexplain: SA 0.1, HA 0.1, LV 0.3 (A.3)].")
 @click.option("--hybrid-lr", type=float, default=None,
               help=f"Hybrid: learning rate of its HA phase [default: that of ha; hatexplain: "
                    f"{HYBRID_HA_LR:g}].")
@@ -162,7 +164,8 @@ def _task_belongs_to_train_seq(ctx, param, value):
               help="SGD momentum of the CNN (the numpy backend uses plain GD).")
 @click.option("--switch-epoch", default=None,
               help="Hybrid: first epoch of HA (SA before), or auto: when SA's mean a_z "
-                   "(a_z* for hatexplain) has risen and stalled [default: epochs // 2].")
+                   "(a_z* for hatexplain) has risen and stalled, or SA met --stop-loss "
+                   "[default: epochs // 2].")
 @click.option("--threshold", type=float, default=D.threshold, show_default=True,
               help="Focus/prediction threshold tau of SAIF (a_z > tau and s_y > tau; "
                    "hatexplain: a_z*, the attention on the rationale).")
@@ -267,6 +270,7 @@ def train(ctx, dataset, paradigm, lr, switch_epoch, foreground, protocol, out, r
         **options)
     explicit = {p.name for p in given if p.name in PROTOCOL_FIELDS}
     config = apply_protocol(config, protocol, explicit)
+    check_new_run(out, resume)
     on_interrupt(resume_note(out))          # the group's line after Ctrl-C
     with ProgressBar(progress) as bar:
         results, meta = run_experiment(config, out=out, resume=resume, progress=bar,

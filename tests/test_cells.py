@@ -275,6 +275,13 @@ def test_the_repository_readme_matches_its_results():
     assert stale == [], "run `attn-dyn cells report` and commit the pages"
 
 
+def test_cells_report_without_its_readme_is_one_line(tmp_path):
+    r = CliRunner().invoke(cli, ["cells", "report", "--results", str(tmp_path / "res"),
+                                 "--readme", str(tmp_path / "nope.md")])
+    assert r.exit_code == 2 and r.output.count("Error:") == 1 and "--readme" in r.output
+    assert "Traceback" not in r.output and not (tmp_path / "res").exists()
+
+
 def test_cells_commands(tmp_path):
     runner = CliRunner()
     r = runner.invoke(cli, ["cells", "list", "--card", "h100"])

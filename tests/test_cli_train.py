@@ -386,3 +386,16 @@ def test_train_text_is_train_with_hatexplain_as_its_default():
     assert {p.name: p.default for p in train.params}["dataset"] == "synthetic"
     r = run("train-text", "--help")
     assert r.exit_code == 0 and " train-text [OPTIONS]" in r.output.splitlines()[0]
+
+
+def test_a_fresh_run_never_starts_over_a_finished_one(tmp_path):
+    # a new run (no --resume) over a finished one would replace its checkpoints one by one;
+    # a failure half-way left results.json of one run beside checkpoints of another
+    out = tmp_path / "done"
+    assert run(*NUMPY, "--paradigm", "sa", "--out", str(out)).exit_code == 0
+    before = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    r = run(*NUMPY, "--paradigm", "sa", "--lr", "0.2", "--out", str(out))
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1
+    assert "already holds a run" in r.stderr and "--resume" in r.stderr
+    assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert run(*NUMPY, "--paradigm", "sa", "--out", str(out), "--resume").exit_code == 0

@@ -81,3 +81,22 @@ def test_staged_folder_appears_whole_or_not_at_all(tmp_path):
         io.write_text(os.path.join(stage, "a.txt"), "a")
         io.write_text(os.path.join(stage, "b.txt"), "b")
     assert sorted(p.name for p in out.iterdir()) == ["a.txt", "b.txt"]
+
+
+def test_a_device_pipe_or_link_is_never_replaced_by_a_file(tmp_path):
+    # the atomic rename would put a regular file where /dev/null or a pipe stood
+    fifo, target, link = tmp_path / "pipe", tmp_path / "real.txt", tmp_path / "link.txt"
+    os.mkfifo(fifo)
+    target.write_text("kept")
+    link.symlink_to(target)
+    for path, kind in ((fifo, "pipe"), (link, "link")):
+        with pytest.raises(InputError, match=kind):
+            io.check_output_file(str(path))
+        with pytest.raises(InputError, match=kind):
+            with io.atomic_open(str(path)) as f:
+                f.write("new")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and link.is_symlink()
+    assert target.read_text() == "kept"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]
+    with pytest.raises(InputError, match="device"):
+        io.check_output_file(os.devnull)

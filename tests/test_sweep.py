@@ -253,10 +253,11 @@ def test_slurm_without_slurm_is_one_line(tmp_path):
     ("malformed", "m = [3, 4\n", "not valid TOML"),
     ("unknown key", "lerning_rate = 0.1\n", "unknown grid key"),
     ("table", "[m]\nx = 1\n", "is a table"),
+    ("not UTF-8", b"m = [3]\n\xff\xfe\x00garbage", "not UTF-8"),
 ])
 def test_a_bad_grid_file_is_one_line(tmp_path, case, text, message):
     grid = tmp_path / "grid.toml"
-    grid.write_text(text)
+    grid.write_bytes(text) if isinstance(text, bytes) else grid.write_text(text)
     r = sweep("--grid-file", str(grid), "--out", str(tmp_path / "o"))
     assert r.exit_code == 2 and r.output.count("Error:") == 1 and message in r.output
     assert "Traceback" not in r.output and not (tmp_path / "o").exists()

@@ -51,10 +51,16 @@ def test_multihead_screens_and_caches_pool(tmp_path):
     assert sorted(pool["good"] + pool["bad"]) == [0, 1, 2]
     assert len(r["seeds"]) == 2 and all(s["condition"] == "independent" for s in r["seeds"])
     assert set(r["conditions"]) | set(r["skipped"]) == {"independent", "one-good", "all-bad"}
-    # rerun: the cached pool is used, not re-trained (its checkpoint is gone)
-    (out / "checkpoints" / "head_pool.ckpt").unlink()
-    assert _run(args).exit_code == 0
-    assert not (out / "checkpoints" / "head_pool.ckpt").exists()
+    # a new run in that folder is refused (it holds a run); in a new folder holding only
+    # the cached pool, the pool is reused, not screened again (no screening checkpoint)
+    again = _run(args)
+    assert again.exit_code == 2 and "already holds a run" in again.output
+    fresh = tmp_path / "mh4"
+    fresh.mkdir()
+    (fresh / "head_pool.json").write_bytes((out / "head_pool.json").read_bytes())
+    assert _run([*args[:-1], str(fresh)]).exit_code == 0
+    assert not (fresh / "checkpoints" / "head_pool.ckpt").exists()
+    assert json.loads((fresh / "head_pool.json").read_text()) == pool
 
 
 def test_resume_continues_exactly(tmp_path):

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Optional
 
 from minimal_attn.backends.snell.inputs import check_int
-from minimal_attn.errors import InputError, check_paradigm, check_positive
+from minimal_attn.errors import InputError, check_paradigm, check_positive, check_seeds
 
 #: How a model's attention is made (Snell Sec. 2, A.6-A.7): learned, uniform, or frozen.
 ATTENTIONS = ("learned", "uniform", "frozen")
@@ -114,6 +114,7 @@ class SeqTrainConfig:
             check_int(name, getattr(c, name), 1)
         check_int("train_eval", c.train_eval, 0)
         check_int("seed", c.seed, 0)
+        check_seeds("seed", c.seed, 2, param="seed")           # the second run: seed + 1
         check_int("warmup", c.warmup, 0)
         if c.lr_schedule not in LR_SCHEDULES:
             raise InputError(f"lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got "

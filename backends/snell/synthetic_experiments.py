@@ -45,7 +45,7 @@ from minimal_attn.backends.snell.synthetic_train import (
     read_checkpoint,
     train_runs,
 )
-from minimal_attn.errors import InputError, check_int_at_least, check_positive
+from minimal_attn.errors import InputError, check_int_at_least, check_positive, check_seeds
 from minimal_attn.experiments import plots
 from minimal_attn.experiments.io import check_output_dir, ensure_dir, undo_on_refusal, write_json
 from minimal_attn.experiments.resources import check_memory, check_steps
@@ -152,6 +152,7 @@ def check_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_d
     if config.embed is not None:
         _check_count("embed", config.embed)
     _check_count("first_seed", first_seed, 0)
+    check_seeds("first_seed", first_seed, seeds, param="first_seed")
     if pool_seed is not None:
         _check_count("pool_seed", pool_seed, 0)
     if head_pool is not None:

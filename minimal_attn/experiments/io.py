@@ -56,10 +56,22 @@ def check_output_dir(path, param="out"):
     return path
 
 
+def _refuse_special(path, param):
+    """Refuse an existing ``path`` that is not a plain file: the atomic rename would put a
+    regular file in place of a device, a pipe or a link (the link, not its target)."""
+    if os.path.lexists(path) and (os.path.islink(path) or not os.path.isfile(path)):
+        kind = ("a folder" if os.path.isdir(path) and not os.path.islink(path)
+                else "a link" if os.path.islink(path) else "a device, pipe or socket")
+        raise InputError(f"{param} '{path}' is {kind}, not a plain file; give a file name "
+                         "(a link: its target's path)", param=param)
+
+
 def check_output_file(path, param="out"):
-    """Refuse an output file path that is a folder or cannot be written; create nothing."""
-    if os.path.isdir(path):
+    """Refuse an output file path that is a folder, a device, a pipe or a link, or that
+    cannot be written; create nothing."""
+    if os.path.isdir(path) and not os.path.islink(path):
         raise InputError(f"{param} '{path}' is a folder; give a file name", param=param)
+    _refuse_special(path, param)
     _probe(_nearest_existing(os.path.dirname(os.path.abspath(path))), path, param)
     return path
 
@@ -75,6 +87,25 @@ def ensure_dir(path, param="out"):
     return path
 
 
+def check_new_run(out, resume, param=("out", "resume")):
+    """Refuse a fresh run (``resume`` false) into a folder that holds another run's
+    ``results.json`` or checkpoints: the new run would replace them one file at a time,
+    so a failure or Ctrl-C half-way would leave a folder whose results describe one run
+    and whose checkpoints another. The commands call this; library calls that mean to
+    start over (a sweep's stale cell) pass their own folder."""
+    if out is None or resume:
+        return
+    ckpts = os.path.join(out, "checkpoints")
+    found = [name for name, present in (
+        ("results.json", os.path.isfile(os.path.join(out, "results.json"))),
+        ("checkpoints/", os.path.isdir(ckpts) and any(os.scandir(ckpts))))
+        if present]
+    if found:
+        raise InputError(f"{out} already holds a run ({' and '.join(found)}): continue it "
+                         "with --resume, or give another --out (or delete that folder)",
+                         param=param)
+
+
 @contextlib.contextmanager
 def atomic_open(path, mode="w", param="out", **kwargs):
     """Open a temporary sibling of ``path``; on success move it onto ``path``.
@@ -83,6 +114,7 @@ def atomic_open(path, mode="w", param="out", **kwargs):
     permissions changed since the check) becomes an InputError and leaves no
     temporary file behind.
     """
+    _refuse_special(path, param)
     folder = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(folder, exist_ok=True)

@@ -25,6 +25,8 @@ from minimal_attn.losses import LOSS_PARADIGMS
 
 #: Figure 4's two settings (m, C, t_max), used when neither m nor n_classes is given.
 FIGURE4_SETTINGS = ((5, 3, 100.0), (20, 20, 1000.0))
+#: The largest m and C the ODEs take: floats hold every integer up to here exactly.
+MAX_SIZE = 10**15
 COLUMNS = ("t", "mu", "nu", "alpha", "beta")
 
 
@@ -54,6 +56,10 @@ def settings(cfg):
         check_int_at_least("m (segments per mosaic)", m, 2, param="m")
         check_int_at_least("n_classes", c, 2, param="n_classes")
         check_positive("t_max", t, param="t_max")
+        for name, value in (("m (segments per mosaic)", m), ("n_classes", c)):
+            if value > MAX_SIZE:      # the ODEs take m and C as floats: keep them exact
+                raise InputError(f"{name} must be at most {MAX_SIZE:.0e}, got {value}",
+                                 param="m" if name.startswith("m") else "n_classes")
     return out
 
 
@@ -77,6 +83,10 @@ def validate(cfg):
         if bad or not len(cfg.t_eval):
             raise InputError(f"t_eval times must be finite numbers >= 0, got {bad[:1] or '[]'}",
                              param="t_eval")
+        back = [(a, b) for a, b in zip(cfg.t_eval, cfg.t_eval[1:]) if b <= a]
+        if back:
+            raise InputError(f"t_eval times must increase, got {back[0][0]:g} then "
+                             f"{back[0][1]:g}: list each time once, in order", param="t_eval")
     runs = settings(cfg)
     if cfg.simulate:
         steps = sum(round(_t_end(s, cfg.t_eval) / cfg.lr) for s in runs) * len(cfg.paradigms)

@@ -167,8 +167,13 @@ def write_report(results_dir, readme=None, check=False):
     records = read_cells(results_dir)
     targets = {os.path.join(results_dir, "README.md"): RESULTS_README + render(records)}
     if readme is not None:
-        with open(readme) as f:
-            text = f.read()
+        try:
+            with open(readme, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            why = getattr(exc, "strerror", None) or type(exc).__name__
+            raise InputError(f"cannot read {readme} ({why}): give the README whose results "
+                             "block to rewrite with --readme", param="readme") from None
         if BEGIN not in text or END not in text:
             raise InputError(f"{readme} has no results block ({BEGIN.strip()} ... {END}): "
                              "add the two markers where the tables belong")

@@ -167,6 +167,9 @@ def read_grid_file(path):
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"grid file {path} is not valid TOML ({exc})",
                          param="grid_file") from None
+    except UnicodeDecodeError:
+        raise InputError(f"grid file {path} is not UTF-8 text: give a TOML file",
+                         param="grid_file") from None
     data = data.get("grid", data) if isinstance(data.get("grid"), dict) else data
     if not data:
         raise InputError(f"grid file {path} is empty: give settings such as m = [5, 20]",
