@@ -21,7 +21,8 @@ than its tokens, one post with an unknown label; ``{hx_tokens_null}``,
 ``{hx_rationale_null}``, ``{hx_tokens_string}``, ``{hx_split_values}``,
 ``{hx_split_no_test}``: malformed HateXplain folders; ``{tsv}`` / ``{par}``
 tiny classification / parallel folders for train-seq and agreement;
-``{glove3}`` GloVe vectors of width 3; ``{syn_*}`` / ``{seq_*}`` / ``{agr_*}``
+``{glove3}`` GloVe vectors of width 3, ``{glove4nan}`` of width 4 with a NaN;
+``{syn_*}`` / ``{seq_*}`` / ``{agr_*}``
 output folders of synthetic / train-seq / agreement holding a checkpoint (or
 cache) of random bytes, a truncated one, or another command's.
 """
@@ -306,6 +307,8 @@ CASES = [
        needs="torch"),
     _c("seq-embeddings-wrong-width", *SEQ, "--embeddings", "{glove3}", "--out", "{out}",
        needs="torch"),
+    _c("seq-embeddings-nan", *SEQ, "--embeddings", "{glove4nan}", "--out", "{out}",
+       needs="torch"),
     _c("seq-embeddings-missing", *SEQ, "--embeddings", "{tmp}/nope.txt", "--out", "{out}",
        needs="torch"),
     _c("seq-embeddings-not-utf8", *SEQ, "--embeddings", "{latin1}", "--out", "{out}",
@@ -388,7 +391,8 @@ def prepare(tmp):
 
 
 def _text_folders(tmp, subs):
-    """``{tsv}``, ``{par}`` (tiny data sets) and ``{glove3}`` (vectors of width 3)."""
+    """``{tsv}``, ``{par}`` (tiny data sets), ``{glove3}`` (vectors of width 3) and
+    ``{glove4nan}`` (width 4, a NaN in the first)."""
     (tmp / "tsv").mkdir()
     for split, rows in (("train", 30), ("dev", 10)):
         (tmp / "tsv" / f"{split}.tsv").write_text("".join(
@@ -398,7 +402,9 @@ def _text_folders(tmp, subs):
         for side, text in (("src", SRC_LINES), ("tgt", TGT_LINES)):
             (tmp / "par" / f"{split}.{side}").write_text("\n".join(text[lines]) + "\n")
     (tmp / "glove3.txt").write_text("the 0.1 0.2 0.3\nhouse 0.4 0.5 0.6\n")
-    subs.update(tsv=str(tmp / "tsv"), par=str(tmp / "par"), glove3=str(tmp / "glove3.txt"))
+    (tmp / "glove4nan.txt").write_text("the 0.1 nan 0.3 0.2\nhouse 0.4 0.5 0.6 0.7\n")
+    subs.update(tsv=str(tmp / "tsv"), par=str(tmp / "par"), glove3=str(tmp / "glove3.txt"),
+                glove4nan=str(tmp / "glove4nan.txt"))
 
 
 HX_ROWS = [{"post_id": f"p{k}", "tokens": ["you", "are", "bad" if k % 2 else "nice"],

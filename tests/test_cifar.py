@@ -199,3 +199,22 @@ def test_test_mosaics_take_their_images_from_the_split_asked(tmp_path, test_imag
         assert green["test"].min() >= 110
     with pytest.raises(InputError, match="n_test=11 mosaics but the test split"):
         load_mosaic_splits("cifar10", 3, 20, 11, data_dir=tmp_path)
+
+
+class _Plants:
+    """A pickle that calls a function when loaded (here a harmless one that leaves a mark)."""
+
+    def __init__(self, mark):
+        self.mark = mark
+
+    def __reduce__(self):
+        return (open, (self.mark, "w"))
+
+
+def test_a_pickle_that_would_run_code_is_refused_before_it_runs(tmp_path):
+    root = write_tiny_cifar(tmp_path, "cifar10")
+    mark = tmp_path / "ran"
+    (root / "data_batch_1").write_bytes(pickle.dumps({b"data": _Plants(str(mark))}))
+    with pytest.raises(InputError, match="malformed pickle .*data_batch_1"):
+        load_cifar10(root)
+    assert not mark.exists()

@@ -270,6 +270,10 @@ def test_a_bad_grid_file_is_one_line(tmp_path, case, text, message):
     (["--grid", "threads=1,2"], "one value"),
     ([], "no grid"),
     (["--resume"], "nothing to resume"),
+    # checked before any cell runs (each used to fail alone, exit 1, a sweep folder written)
+    (["--grid", "dataset=cifar10", "m=3", "--data-dir", "/no/such/folder"], "does not exist"),
+    (["--grid", "table=2", "dataset=sst2", "hidden=0"], "must be an integer >= 1"),
+    (["--grid", "table=2", "dataset=sst2", "lr=nan"], "finite number > 0"),
 ])
 def test_bad_grid_options_are_one_line(tmp_path, args, message):
     r = sweep(*args, "--out", str(tmp_path / "o"))

@@ -61,14 +61,9 @@ from minimal_attn.experiments.progress import counter
 from minimal_attn.experiments.resources import check_memory, check_steps
 
 
-def prepare(c, out_dir, proxy_too=False):
-    """Check the options, load the data (before anything is written), then create ``out_dir``.
-
-    Every model (and with ``proxy_too`` the proxy) is checked to fit in memory
-    and finish before the first is trained. Returns the
-    :class:`~minimal_attn.datasets.seq.TextTask` and the resolved base
-    :class:`SeqTrainConfig`; a new SentencePiece model is saved as ``out_dir/spm.model``.
-    """
+def check_options(c):
+    """Check a row's options without reading any data: the resolved base
+    :class:`SeqTrainConfig` of its models, or InputError (a sweep checks every row so)."""
     check_int("proxy_epochs", c.proxy_epochs, 1)
     check_int("workers", c.workers, 1)
     check_int("proxy_d", c.proxy_d, 1)
@@ -82,7 +77,20 @@ def prepare(c, out_dir, proxy_too=False):
                           train_eval=c.train_eval, device=c.device, paradigm=c.paradigm,
                           switch_step=c.switch_step, time_limit=c.time_limit).resolved()
     if c.embeddings is not None:
-        check_embeddings(c.embeddings, base.emb if c.task == "classify" else base.hidden)
+        check_embeddings(c.embeddings, *((base.emb, "emb") if c.task == "classify"
+                                         else (base.hidden, "hidden")))
+    return base
+
+
+def prepare(c, out_dir, proxy_too=False):
+    """Check the options, load the data (before anything is written), then create ``out_dir``.
+
+    Every model (and with ``proxy_too`` the proxy) is checked to fit in memory
+    and finish before the first is trained. Returns the
+    :class:`~minimal_attn.datasets.seq.TextTask` and the resolved base
+    :class:`SeqTrainConfig`; a new SentencePiece model is saved as ``out_dir/spm.model``.
+    """
+    base = check_options(c)
     check_output_dir(out_dir)
     spm_file = os.path.join(out_dir, "spm.model")
     task = load_text_task(c.task, c.dataset, c.data_dir, c.max_train, c.max_val, c.vocab_size,

@@ -7,6 +7,8 @@ before anything is written or allocated (the device is checked by
 ``torch_backend.get_device``).
 """
 
+import math
+
 from minimal_attn.errors import InputError, check_int_at_least
 from minimal_attn.experiments.resources import check_memory, check_steps
 
@@ -27,8 +29,9 @@ def _vectors(path):
                 yield parts[0], parts[1:]
 
 
-def check_embeddings(path, width):
-    """Refuse an embeddings file that cannot be read or whose vectors are not ``width`` wide."""
+def check_embeddings(path, width, option="emb"):
+    """Refuse an embeddings file that cannot be read or whose vectors are not ``width`` wide
+    (``option``: the setting that gives the width: emb, or hidden for translation)."""
     if path is None:
         return
     try:
@@ -42,8 +45,8 @@ def check_embeddings(path, width):
                          "(word v1 .. vE per line)", param="embeddings")
     if len(first[1]) != width:
         raise InputError(f"embeddings {path} hold vectors of width {len(first[1])} but the "
-                         f"embedding width emb is {width}; give emb {len(first[1])} or "
-                         "another file", param=("embeddings", "emb"))
+                         f"embedding width {option} is {width}; give {option} "
+                         f"{len(first[1])} or another file", param=("embeddings", option))
 
 
 def load_embeddings(model, path, itos, log=None):
@@ -56,9 +59,16 @@ def load_embeddings(model, path, itos, log=None):
     try:
         for word, values in _vectors(path):
             if word in index and len(values) == width:
+                vector = [float(v) for v in values]
+                if not all(math.isfinite(v) for v in vector):
+                    raise InputError(f"embeddings {path}: the vector of {word!r} holds a "
+                                     "value that is not a finite number; fix or drop that "
+                                     "line", param="embeddings")
                 with torch.no_grad():
-                    weight[index[word]] = torch.tensor([float(v) for v in values])
+                    weight[index[word]] = torch.tensor(vector)
                 found += 1
+    except InputError:
+        raise
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise InputError(f"cannot read embeddings {path}: {exc}; give a GloVe text file "
                          "whose width equals the embedding width", param="embeddings") from None

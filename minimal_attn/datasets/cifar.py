@@ -68,11 +68,31 @@ def _find_folder(folder, subdir, files, expected):
     raise InputError(f"no CIFAR files in {folder}: {expected}")
 
 
+#: What a CIFAR pickle may build besides plain containers: NumPy arrays and dtypes (the
+#: official batches hold lists and bytes; re-saved ones often hold arrays). Anything else
+#: (a function, a class) is refused before it is called: unpickling runs what it names.
+_NUMPY_GLOBALS = {("numpy", "ndarray"), ("numpy", "dtype"),
+                  ("numpy.core.multiarray", "_reconstruct"),
+                  ("numpy._core.multiarray", "_reconstruct"),
+                  ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar")}
+
+
+class _DataUnpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        if (module, name) in _NUMPY_GLOBALS:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"refusing to build {module}.{name}")
+
+
 def _unpickle(path, expected):
-    """Load one pickle as a dict with str keys (Python 2 pickles give bytes keys)."""
+    """Load one pickle as a dict with str keys (Python 2 pickles give bytes keys).
+
+    Only data is built (containers, numbers, strings, NumPy arrays): a pickle that
+    names any other global is refused as malformed instead of being run.
+    """
     try:
         with open(path, "rb") as f:
-            obj = pickle.load(f, encoding="bytes")
+            obj = _DataUnpickler(f, encoding="bytes").load()
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror}; {expected}") from None
     except Exception as exc:  # noqa: BLE001 - any unpickling failure: truncated, not a pickle

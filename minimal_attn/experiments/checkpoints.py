@@ -121,7 +121,7 @@ def differences(saved, now, defaults=None):
 
 
 def read_checkpoint(path, read, fmt, kind, settings=None, data=None, defaults=None,
-                    header=None, instead="another --out", log=None, param=None):
+                    header=None, instead="use another --out", log=None, param=None):
     """The checkpoint at ``path`` as ``read`` returns it (or its ``.prev`` when ``path`` is
     unreadable, with a line to ``log``); None when neither exists.
 
@@ -134,7 +134,7 @@ def read_checkpoint(path, read, fmt, kind, settings=None, data=None, defaults=No
     defaults : settings that either side may leave out at these values (:func:`differences`)
     header : object -> the dict holding the :func:`checkpoint_header` keys (default: the
         object itself; the FCAM trainers read a ``(meta, payload)`` pair)
-    instead : what else the user can do, in messages ("another --out", "drop --resume")
+    instead : what else the user can do, in messages ("use another --out", "drop --resume")
     param : the option named by a settings refusal
     """
     header = header or (lambda obj: obj)
@@ -151,7 +151,7 @@ def read_checkpoint(path, read, fmt, kind, settings=None, data=None, defaults=No
 
     return load_guarded(path, read, lambda obj: check_format(header(obj), fmt, kind),
                         None if settings is None else same_run,
-                        fix=f"delete it (the run starts again) or use {instead}", log=log)
+                        fix=f"delete it (the run starts again) or {instead}", log=log)
 
 
 def data_fingerprint(*parts):

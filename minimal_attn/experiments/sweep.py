@@ -21,7 +21,7 @@ import json
 import os
 import sys
 
-from minimal_attn.errors import InputError
+from minimal_attn.errors import InputError, check_folder
 from minimal_attn.experiments.io import check_output_dir, ensure_dir, write_json
 from minimal_attn.experiments.sweep_cell import CRASH_STATUS, make_task, read_record, record_status
 from minimal_attn.experiments.sweep_engines import make_engine
@@ -88,6 +88,8 @@ def run_sweep(out, grid=None, engine="local", resume=False, engine_options=None,
         grid = stored_grid(out)
     cells = expand(grid)
     extra = operational(grid)
+    if extra.get("data_dir") is not None:             # not one failed cell each
+        check_folder(extra["data_dir"], param="data_dir")
     runner = make_engine(engine, out, retries=retries, **(engine_options or {}))
     try:
         ensure_dir(out)

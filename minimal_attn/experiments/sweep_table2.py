@@ -58,6 +58,7 @@ def expand(grid):
     from minimal_attn.experiments.sweep_grid import cell_name
 
     config_class = _config_class()
+    from minimal_attn.backends.snell.agreement import check_options
     base = {f.name: f.default for f in fields(config_class) if f.name not in OPERATIONAL}
     names = sorted(grid)
     cells = {}
@@ -66,6 +67,7 @@ def expand(grid):
         config = config_class(**given)
         if config.task not in ("classify", "translate"):
             raise InputError(f"grid: task must be classify or translate, got {config.task!r}")
+        check_options(config)            # every row's settings, before anything is written
         settings = {k: getattr(config, k) for k in base}
         head = ["t2", config.dataset] + (
             [config.task] if config.task != USUAL_TASK.get(config.dataset, "classify") else [])

@@ -134,7 +134,7 @@ def holdout_split(pairs, holdout):
     n_val = int(round(holdout * len(pairs[0])))
     if n_val < 1 or n_val >= len(pairs[0]):
         raise InputError(f"cannot hold out {holdout:g} of {len(pairs[0])} pairs; give more "
-                         "pairs, another holdout, or val_src/val_tgt",
+                         "pairs, another holdout, or a validation pair (val_src and val_tgt)",
                          param=("holdout", "val_src", "val_tgt"))
     cut = len(pairs[0]) - n_val
     return (pairs[0][:cut], pairs[1][:cut]), (pairs[0][cut:], pairs[1][cut:])
