@@ -19,7 +19,7 @@
 # last token). Data: synthetic keyword sets of 10, 40 and 80 tokens, SST-2
 # sentences, HateXplain posts, and SST-2 sentences of one label concatenated to at
 # least 40 tokens ("SST-2 x3"). docs/paper2_neural.md ("Longer inputs") holds the numbers and
-# the reading. About 4 minutes of one core.
+# the reading. About 2.5 minutes on a quiet 2-core machine (5 beside another job).
 
 # %%
 import collections

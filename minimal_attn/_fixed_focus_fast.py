@@ -93,7 +93,7 @@ class LinearFixedFocusModel:
         logp = losses.log_softmax(self._U @ W.transpose(0, 2, 1))         # (A, K, C) per segment
         log_lik = logp.reshape(A, -1)[:, c["flat"]]                       # (A, N', m) log sigma_y
         head = losses.ha_from_log_lik if paradigm == "ha" else losses.lv_from_log_lik
-        value, _, dlog_lik = head(c["log_attention"], log_lik, weight)
+        value, _, dlog_lik = head(c["log_attention"], log_lik, weight, focus_grad=False)
         # The softmax chain of every (instance, segment) showing segment k with label c,
         # summed: D[k, c] = -sum dlog_lik, and dL/dg(u_k) = sum_c D[k, c] (sigma(g(u_k)) - e_c).
         D = np.bincount(c["bins"], -dlog_lik.ravel(), minlength=A * K * C).reshape(A, K, C)

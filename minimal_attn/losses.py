@@ -114,7 +114,7 @@ def value_and_grad_sa(logits, y, weight=None):
     return loss, _log_lik_backward(dlog_lik, logp, y, False)           # (N, C)
 
 
-def ha_from_log_lik(scores, log_lik, weight=None):
+def ha_from_log_lik(scores, log_lik, weight=None, focus_grad=True):
     r"""HA loss from the label log-likelihoods :math:`\ell\ell_j = \log\sigma_y(g(x_j))`.
 
     :math:`L = -\sum_n w_n \sum_j a_{nj}\ell\ell_{nj}`; returns ``(loss, dscores,
@@ -125,18 +125,20 @@ def ha_from_log_lik(scores, log_lik, weight=None):
               = w\,a_j \textstyle\sum_k a_k(\ell_j - \ell_k),
 
     the pairwise form being exact at nearly one-hot attention (:func:`softmax_backward`).
+    ``focus_grad=False`` (a fixed focus, Section 3) returns None for ``dscores``.
     """
     xp = get_xp(scores, log_lik)
     w = batch_weights(xp, log_lik.shape[-2], weight, log_lik)               # (N,)
     a = attention(scores)                                              # (N, m)
     loss = -xp.sum(w * xp.sum(a * log_lik, axis=-1), axis=-1)
     # backward
-    dscores = w[:, None] * softmax_backward(a, -log_lik)               # V&R Eq. (10)
+    dscores = (w[:, None] * softmax_backward(a, -log_lik)              # V&R Eq. (10)
+               if focus_grad else None)
     dlog_lik = -w[:, None] * a                                         # (N, m)
     return loss, dscores, dlog_lik
 
 
-def lv_from_log_lik(scores, log_lik, weight=None):
+def lv_from_log_lik(scores, log_lik, weight=None, focus_grad=True):
     r"""LV loss from the label log-likelihoods :math:`\ell\ell_j = \log\sigma_y(g(x_j))`.
 
     :math:`L = -\sum_n w_n \log\sum_j a_{nj} e^{\ell\ell_{nj}}`; returns ``(loss,
@@ -157,6 +159,8 @@ def lv_from_log_lik(scores, log_lik, weight=None):
               \bigl(-\operatorname{expm1}(-|\ell\ell_k - \ell\ell_j|)\bigr),
 
     every factor taken in log space, so nothing cancels and nothing overflows.
+    ``focus_grad=False`` (a fixed focus, Section 3) skips that (N, m, m) form and returns
+    None for ``dscores``.
     """
     xp = get_xp(scores, log_lik)
     w = batch_weights(xp, log_lik.shape[-2], weight, log_lik)               # (N,)
@@ -171,6 +175,9 @@ def lv_from_log_lik(scores, log_lik, weight=None):
     loss = xp.sum(w * nll, axis=-1)
     # backward
     gamma = xp.exp(joint - log_marginal)                               # (N, m) posterior
+    dlog_lik = -w[:, None] * gamma                                     # (N, m)
+    if not focus_grad:
+        return loss, None, dlog_lik
     ll_j, ll_k = log_lik[..., :, None], log_lik[..., None, :]          # (N, m, 1), (N, 1, m)
     gap = xp.abs(ll_k - ll_j)                                          # (N, m, m)
     size = xp.where(xp.isnan(gap), xp.zeros_like(gap), -xp.expm1(-gap))  # -inf pairs: 0
@@ -179,7 +186,6 @@ def lv_from_log_lik(scores, log_lik, weight=None):
                  - log_marginal[..., None])                            # <= 0: no overflow
     a_minus_gamma = xp.sum(sign * size * xp.exp(log_scale), axis=-1)  # (N, m)
     dscores = w[:, None] * a_minus_gamma                               # V&R Eq. (12)
-    dlog_lik = -w[:, None] * gamma                                     # (N, m)
     return loss, dscores, dlog_lik
 
 

@@ -108,3 +108,14 @@ def test_hybrid_phase_and_names():
         losses.loss("hybrid", None, None, None)
     with pytest.raises(InputError, match="unknown paradigm 'xx'"):
         losses.infer("xx", None, None)
+
+
+def test_without_the_focus_gradient_the_rest_is_unchanged():
+    # a fixed focus (Section 3) needs no dscores: HA and LV skip them, nothing else moves
+    rng = np.random.default_rng()
+    scores, log_lik = rng.normal(0, 3, (6, 4)), -rng.exponential(2.0, (6, 4))
+    for head in (losses.ha_from_log_lik, losses.lv_from_log_lik):
+        full, lean = head(scores, log_lik), head(scores, log_lik, focus_grad=False)
+        assert lean[1] is None and full[1] is not None
+        assert lean[0] == full[0]
+        np.testing.assert_array_equal(lean[2], full[2])
