@@ -91,8 +91,8 @@ def check_new_run(out, resume, param=("out", "resume")):
     """Refuse a fresh run (``resume`` false) into a folder that holds another run's
     ``results.json`` or checkpoints: the new run would replace them one file at a time,
     so a failure or Ctrl-C half-way would leave a folder whose results describe one run
-    and whose checkpoints another. The commands call this; library calls that mean to
-    start over (a sweep's stale cell) pass their own folder."""
+    and whose checkpoints another. The commands call it; a library call may start over
+    on purpose (a sweep reruns a stale cell in its folder)."""
     if out is None or resume:
         return
     ckpts = os.path.join(out, "checkpoints")

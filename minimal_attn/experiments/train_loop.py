@@ -37,6 +37,8 @@ def paper_lr(dataset, m=None):
     paradigm -> lr (``m`` None or a size A.2 gives nothing special for: the m = 5 rates)."""
     setting = paper_setting(dataset)
     return {**PAPER_LR[setting], **PAPER_LR_BY_M.get((setting, m), {})}
+
+
 #: Adam (the authors' released code, ``../shared/papers/authors-code-notes.md``):
 #: lr 5e-4 for both networks. They trained SA only; the other paradigms take the
 #: same rate.
@@ -143,7 +145,8 @@ class TrainConfig:
 
     def stopped(self, history):
         """True once the latest epoch met the stop rule (:meth:`meets_stop`)."""
-        return bool(history) and self.meets_stop(history[-1]["loss"], history[-1]["phase"])
+        return bool(history) and self.meets_stop(history[-1]["loss"],
+                                                 history[-1].get("phase"))
 
     def fixed_switch(self):
         """The hybrid's first HA epoch when fixed; None for ``auto`` (chosen while training)."""
