@@ -9,8 +9,8 @@ commands.
 * ``cifar10``: foreground airplane, automobile, bird (Section 2.4: "car, plane,
   bird"), the other seven classes background;
 * ``cifar100``: foreground the 50 animal and people classes, the other 50
-  background (the paper does not name them; Table 1's CIFAR-100 rows say only
-  "large number of classes", so this split is this package's choice);
+  background (the paper does not name them; Sec. 2.4 says only "CIFAR100 using
+  large number of classes", so this split is this package's choice);
 * ``synthetic-vectors`` and ``linear-orthogonal``: vector mosaics for the linear
   FCAM of the NumPy core (:mod:`.data`).
 """
