@@ -95,7 +95,7 @@ def loss_and_grad(params, X, y, paradigm, log_attention=None):
         dW = dlogits.T @ out["x_tilde"]                                # (C, d), V&R Eq. (7)
         dx_tilde = dlogits @ W                                         # (N, d)
         da = (X @ dx_tilde[:, :, None])[..., 0]                        # (N, m) dx~ . x_j
-        # (A.6's line for dx~/du drops the sum over j; its result, Eq. (8), has it)
+        # (A.6's line for dx~/du drops the sum over j; its result, V&R Eq. (8), has it)
         dscores = losses.softmax_backward(a, da)                       # (N, m), V&R Eq. (8)
     else:
         value, dscores, dlogits = losses.value_and_grad(paradigm, scores, logits, y)

@@ -22,8 +22,8 @@ Snell Eq. (15), Appendix A.2: under gradient flow from :math:`W, e \sim N(0, I/d
 the logits :math:`W e_i` move at :math:`\tau = 0` with velocity
 :math:`\dot W e_i + W \dot e_i \to 2 (C[i, :] - \mathrm{mean}_o C[i, o])` as d
 grows, C the count table of Snell Eq. (16); :func:`init_logit_velocity` computes both
-sides. Eq. (15) as printed has the probabilities :math:`\theta^{px}_{i,o} = \sigma(W e_i)_o`
-on its left; its derivation (A.2, Eqs. (53)-(54)) is for the logits :math:`\hat\theta = W e`,
+sides. Snell Eq. (15) as printed has the probabilities :math:`\theta^{px}_{i,o} = \sigma(W e_i)_o`
+on its left; its derivation (A.2, Snell Eqs. (53)-(54)) is for the logits :math:`\hat\theta = W e`,
 which is what holds and what is implemented here. The probabilities move slower by the
 factor |O| (the softmax Jacobian at uniform p is :math:`(I - 11^\top/|O|)/|O|`;
 tested). Tables here are indexed [source word i, target word o], like
