@@ -151,7 +151,6 @@ def check_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_d
         _check_count(name, value)
     if config.embed is not None:
         _check_count("embed", config.embed)
-    _check_count("first_seed", first_seed, 0)
     check_seeds("first_seed", first_seed, seeds, param="first_seed")
     if pool_seed is not None:
         _check_count("pool_seed", pool_seed, 0)
