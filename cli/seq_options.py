@@ -8,6 +8,7 @@ import click
 from minimal_attn.backends.snell.config import AgreementConfig
 from minimal_attn.cli.options import progress_option
 from minimal_attn.datasets.seq import DATASETS
+from minimal_attn.errors import InputError
 
 D = AgreementConfig()
 
@@ -94,10 +95,19 @@ def paradigm_options(f):
 
 
 def paradigm_kwargs(paradigm, switch_step):
-    """The given paradigm options as config fields (``soft``/``hard`` -> ``sa``/``ha``)."""
+    """The given paradigm options as config fields (``soft``/``hard`` -> ``sa``/``ha``).
+
+    A ``--switch-step`` without ``--paradigm hybrid`` is refused rather than ignored: the
+    command runs one paradigm, and only the hybrid has a switch. (The library's configs
+    set a switch aside for a non-hybrid paradigm, so that one sweep grid can span several.)
+    """
     out = {}
     if paradigm is not None:
         out["paradigm"] = {"soft": "sa", "hard": "ha"}.get(paradigm, paradigm)
+    if switch_step is not None and paradigm != "hybrid":
+        raise InputError(f"--switch-step applies to the hybrid only, and the paradigm is "
+                         f"{out.get('paradigm', 'sa')}: add --paradigm hybrid or drop "
+                         "--switch-step", param="switch_step")
     if switch_step is not None:
         out["switch_step"] = switch_step if switch_step.strip().lower() == "auto" else \
             _int_or_text(switch_step)
@@ -117,7 +127,16 @@ def infer_task(task, dataset):
 
 def agreement_config(options, paradigm=None, switch_step=None):
     """The :class:`AgreementConfig` of the shared options (``data_and_model_options``, and
-    the agreement's own) and the paradigm options; the task inferred from the data set."""
+    the agreement's own) and the paradigm options; the task inferred from the data set.
+
+    ``--emb`` is refused for translation, whose embedding width is ``--hidden`` (A.8),
+    rather than ignored.
+    """
     options = dict(options)
     options["task"] = infer_task(options.get("task"), options["dataset"])
+    emb, hidden = options.get("emb"), options.get("hidden")
+    if options["task"] == "translate" and emb is not None and emb != hidden:
+        raise InputError(f"--emb {emb} applies to classification; translation embeds with "
+                         f"the LSTM width (--hidden {hidden}): drop --emb or set --hidden",
+                         param="emb")
     return AgreementConfig(**options, **paradigm_kwargs(paradigm, switch_step))

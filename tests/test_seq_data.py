@@ -35,11 +35,17 @@ def test_bad_tsv_is_an_input_error(tmp_path, content, encoding):
 
 
 def test_hatexplain_jsonl_binary(tmp_path):
-    rows = [{"tokens": ["You", "idiot"], "label": "toxic", "orig_split": "train"},
-            {"tokens": ["hello"], "label": "non-toxic", "orig_split": "val"}]
+    rows = [{"post_id": "a", "tokens": ["You", "idiot"], "label": "toxic", "orig_split": "train"},
+            {"post_id": "b", "tokens": ["hello"], "label": "non-toxic", "orig_split": "val"},
+            {"post_id": "c", "tokens": ["bye"], "label": "toxic", "orig_split": "test"}]
     _write(tmp_path / "hatexplain_binary.jsonl", "\n".join(map(json.dumps, rows)))
     t = load_text_task("classify", "hatexplain", tmp_path)
     assert [int(v[0]) for v in t.train_tgt] == [1] and [int(v[0]) for v in t.val_tgt] == [0]
+    # the official split file beside it wins over orig_split, as for V&R's reader
+    _write(tmp_path / "post_id_divisions.json",
+           json.dumps({"train": ["a", "c"], "val": ["b"], "test": []}))
+    t = load_text_task("classify", "hatexplain", tmp_path)
+    assert [int(v[0]) for v in t.train_tgt] == [1, 1] and len(t.val_tgt) == 1
 
 
 def test_parallel_word_level_and_sentencepiece(tmp_path):

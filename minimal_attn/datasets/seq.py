@@ -25,12 +25,12 @@ every real token has the same id in the network and in the NumPy proxies.
 
 import dataclasses
 import io
-import json
 import os
 from typing import Callable, Optional
 
 import numpy as np
 
+from minimal_attn.datasets.hatexplain import read_hatexplain
 from minimal_attn.datasets.text import UNK, Vocab, read_lines, read_parallel, read_sst2, tokenize
 from minimal_attn.errors import InputError, check_folder
 
@@ -103,27 +103,12 @@ def _first_file(folder, names, what):
 
 
 def _read_hatexplain(folder):
-    path = _first_file(folder, ["hatexplain_binary.jsonl"], "HateXplain")
-    splits = {"train": ([], []), "val": ([], [])}
-    for n, line in enumerate(read_lines(path, "HateXplain file"), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            tokens, label, split = row["tokens"], row["label"], row.get("orig_split")
-        except (ValueError, KeyError, TypeError):
-            raise InputError(f"HateXplain file {path} line {n} is not a JSON object with "
-                             "tokens and label", param="data_dir") from None
-        if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
-            raise InputError(f"HateXplain file {path} line {n}: tokens must be a list of "
-                             "strings", param="data_dir")
-        if label not in ("toxic", "non-toxic"):
-            raise InputError(f"HateXplain file {path} line {n}: label {label!r} is not toxic "
-                             "or non-toxic", param="data_dir")
-        if split in splits:
-            splits[split][0].append([str(t).lower() for t in tokens])
-            splits[split][1].append(int(label == "toxic"))
-    return [(s, np.array(y, dtype=np.int64)) for s, y in splits.values()]
+    """Training and validation posts of the binary JSONL, through V&R's reader: the same
+    checks and the same official split (``post_id_divisions.json`` beside the file, else
+    each post's ``orig_split``) as ``attn-dyn train --dataset hatexplain``."""
+    data = read_hatexplain(_first_file(folder, ["hatexplain_binary.jsonl"], "HateXplain"))
+    return [([[t.lower() for t in tokens] for tokens in data.splits[s].tokens],
+             data.splits[s].y) for s in ("train", "val")]          # toxic = 1 (CLASSES)
 
 
 def _classification(dataset, folder):

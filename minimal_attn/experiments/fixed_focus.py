@@ -127,6 +127,10 @@ def resolve(cfg):
     if cfg.setting == "linear-orthogonal":
         C = LINEAR_CLASSES if cfg.n_classes is None else cfg.n_classes
         check_int_at_least("n_classes", C, 2, param="n_classes")
+        if cfg.data_dir is not None:
+            raise InputError(f"data_dir {cfg.data_dir} applies to the CIFAR settings; the "
+                             "linear-orthogonal setting builds its exact population: drop "
+                             "--data-dir or add --setting cifar10", param="data_dir")
         # exact population X (2 C m, m, C + 2) float64, its distinct segments and caches
         check_memory(6 * 8 * 2 * C * cfg.m * cfg.m * (C + 2),
                      f"the exact population of {cfg.m} segments and {C} classes",
