@@ -318,7 +318,7 @@ def test_gpu_cells_dry_run_lists_cells_with_times():
     out = subprocess.run(["bash", str(script), "--dry-run", "--card", "h100",
                           "t1-cifar10-m5-authors-sa", "tiny-t1-synthetic-sa"],
                          capture_output=True, text=True, cwd=ROOT, timeout=120,
-                         env=dict(os.environ, PYTHON=os.environ.get("PYTHON", "python")))
+                         env=dict(os.environ, PYTHON=os.environ.get("PYTHON", sys.executable)))
     assert out.returncode == 0, out.stderr
     assert "t1-cifar10-m5-authors-sa" in out.stdout and "min" in out.stdout
     assert "tiny-t1-synthetic-sa" in out.stdout
@@ -340,7 +340,7 @@ def test_gpu_cells_dry_run_without_attn_dyn_installed_says_so(tmp_path):
 
 def test_gpu_cells_auto_parallel_and_the_cells_a_job_has_no_data_for(tmp_path):
     script = ROOT / "benchmarks" / "gpu_cells.sh"
-    env = dict(os.environ, PYTHON=os.environ.get("PYTHON", "python"))
+    env = dict(os.environ, PYTHON=os.environ.get("PYTHON", sys.executable))
 
     def dry(*args):
         return subprocess.run(["bash", str(script), "--dry-run", "--card", "h200", *args],
@@ -433,7 +433,7 @@ def test_gpu_cells_runs_cells_end_to_end_on_the_cpu_and_packs_what_comes_home(tm
     (repo / "benchmarks").mkdir(parents=True)
     out.mkdir()
     shutil.copy(ROOT / "benchmarks" / "gpu_cells.sh", repo / "benchmarks")
-    env = dict(os.environ, PYTHON=os.environ.get("PYTHON", "python"), OUT=str(out),
+    env = dict(os.environ, PYTHON=os.environ.get("PYTHON", sys.executable), OUT=str(out),
                GPU_CELLS_DEVICE="cpu", OMP_NUM_THREADS="1")
     cells_run = ["tiny-t1-synthetic-sa", "tiny-synthetic-copy"]
     done = subprocess.run(["bash", str(repo / "benchmarks" / "gpu_cells.sh"), "--budget",
