@@ -131,6 +131,9 @@ def test_folder_without_cifar_files(tmp_path):
         load_cifar10(tmp_path)
     with pytest.raises(InputError, match="cifar-100-python"):
         load_cifar100(tmp_path)
+    (tmp_path / "cifar-10-python.tar.gz").write_bytes(b"")      # the download, not unpacked
+    with pytest.raises(InputError, match="only the archive cifar-10-python.tar.gz: unpack"):
+        load_cifar10(tmp_path)
 
 
 def test_missing_file_is_named(tmp_path):

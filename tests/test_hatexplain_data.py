@@ -150,6 +150,26 @@ def test_bad_files_raise(tmp_path):
         hatexplain.read_hatexplain(tmp_path / "dataset.json")
 
 
+@pytest.mark.parametrize("tokens,message", [(None, "tokens must be a non-empty list"),
+                                            ([], "tokens must be a non-empty list"),
+                                            ("a post", "tokens must be a non-empty list")])
+def test_original_tokens_are_checked_in_posts_without_rationales(tmp_path, tokens, message):
+    # p5 (normal, rationales []) is checked as the posts with rationale lists are
+    _write(tmp_path, "dataset.json", dict(ORIGINAL, p5=dict(ORIGINAL["p5"], post_tokens=tokens)))
+    _write(tmp_path, "post_id_divisions.json", DIVISIONS)
+    with pytest.raises(InputError, match=f"post p5: {message}"):
+        hatexplain.read_hatexplain(tmp_path)
+
+
+def test_a_byte_order_mark_is_dropped(tmp_path):
+    rows = "".join(json.dumps(o) + "\n" for o in _binary_rows())
+    (tmp_path / "hatexplain_binary.jsonl").write_bytes(rows.encode("utf-8-sig"))
+    (tmp_path / "post_id_divisions.json").write_bytes(
+        json.dumps({"train": ["a", "b"], "val": [], "test": ["c"]}).encode("utf-8-sig"))
+    data = hatexplain.read_hatexplain(tmp_path)
+    assert data.splits["train"].post_ids == ["a", "b"] and data.splits["test"].y.tolist() == [1]
+
+
 def test_shared_binary_copy(shared_data):
     data = hatexplain.read_hatexplain(shared_data / "hatexplain")
     sizes = {s: len(p.y) for s, p in data.splits.items()}

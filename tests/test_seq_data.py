@@ -1,5 +1,6 @@
 """Token ids for the neural experiments (Snell et al. 2021, A.8): vocabularies and bad input."""
 
+import gzip
 import json
 
 import numpy as np
@@ -46,6 +47,55 @@ def test_hatexplain_jsonl_binary(tmp_path):
            json.dumps({"train": ["a", "c"], "val": ["b"], "test": []}))
     t = load_text_task("classify", "hatexplain", tmp_path)
     assert [int(v[0]) for v in t.train_tgt] == [1, 1] and len(t.val_tgt) == 1
+
+
+def test_sst2_in_glues_layout_evaluates_on_the_labelled_dev_file(tmp_path):
+    _write(tmp_path / "train.tsv", "sentence\tlabel\n" + "good film\t1\nbad film\t0\n" * 3)
+    _write(tmp_path / "dev.tsv", "sentence\tlabel\ngood\t1\nbad\t0\nfilm\t0\n")
+    _write(tmp_path / "test.tsv", "index\tsentence\n0\tgood\n")          # GLUE: no labels
+    t = load_text_task("classify", "sst2", tmp_path)
+    assert [int(v[0]) for v in t.val_tgt] == [1, 0, 0]
+    (tmp_path / "dev.tsv").unlink()
+    with pytest.raises(InputError, match="no labels.*dev.tsv"):
+        load_text_task("classify", "sst2", tmp_path)
+
+
+def test_hatexplain_original_dataset_json_is_binary_toxic(tmp_path):
+    def post(label, tokens):
+        return {"post_id": tokens[0], "post_tokens": tokens, "rationales": [],
+                "annotators": [{"label": label, "annotator_id": k, "target": []}
+                               for k in range(3)]}
+    posts = [post("hatespeech", ["a", "b"]), post("normal", ["c"]),
+             post("offensive", ["d", "e"]), post("normal", ["f"])]
+    _write(tmp_path / "dataset.json", json.dumps({p["post_id"]: p for p in posts}))
+    _write(tmp_path / "post_id_divisions.json",
+           json.dumps({"train": ["a", "c", "d"], "val": ["f"], "test": []}))
+    t = load_text_task("classify", "hatexplain", tmp_path)
+    assert [int(v[0]) for v in t.train_tgt] == [1, 0, 1]         # toxic: hate or offensive
+    assert [int(v[0]) for v in t.val_tgt] == [0] and t.n_out == 2
+
+
+def test_gzipped_files_and_byte_order_marks_read_as_plain_text(tmp_path):
+    plain, packed = tmp_path / "plain", tmp_path / "packed"
+    plain.mkdir(), packed.mkdir()
+    for split in ("train", "val"):
+        for lang, text in (("en", "a b c\nb c\n" * 20), ("de", "x y\ny z w\n" * 20)):
+            _write(plain / f"{split}.{lang}", text)
+            # the release's layout: gzipped, and here a byte-order mark inside as well
+            (packed / f"{split}.{lang}.gz").write_bytes(gzip.compress(
+                text.encode("utf-8-sig")))
+    a, b = (load_text_task("translate", "multi30k", d, tokenizer="word") for d in (plain, packed))
+    assert a.itos == b.itos and "\ufeff" not in "".join(b.itos)
+    assert all(np.array_equal(x, y) for x, y in zip(a.train_src + a.val_tgt,
+                                                   b.train_src + b.val_tgt))
+    _write(tmp_path / "train.tsv", "good film\t1\nbad film\t0\n" * 3, "utf-8-sig")  # no header
+    _write(tmp_path / "dev.tsv", "good\t1\n")
+    t = load_text_task("classify", "tsv", tmp_path)
+    assert t.itos[t.train_src[0][0]] == "good" and len(t.train_src) == 6
+    whole = gzip.compress(" ".join(map(str, range(3000))).encode())
+    (packed / "train.en.gz").write_bytes(whole[:len(whole) // 2])                # cut short
+    with pytest.raises(InputError, match="damaged gzip"):
+        load_text_task("translate", "multi30k", packed, tokenizer="word")
 
 
 def test_parallel_word_level_and_sentencepiece(tmp_path):

@@ -65,6 +65,10 @@ def _find_folder(folder, subdir, files, expected):
                 raise InputError(f"missing file {os.path.join(candidate, missing[0])}: "
                                  f"{expected}")
             return candidate
+    archives = sorted(n for n in os.listdir(folder) if n.endswith((".tar.gz", ".tgz")))
+    if archives:                       # the download itself, not yet unpacked
+        raise InputError(f"no CIFAR files in {folder}, only the archive {archives[0]}: "
+                         f"unpack it there (tar xzf {archives[0]})")
     raise InputError(f"no CIFAR files in {folder}: {expected}")
 
 

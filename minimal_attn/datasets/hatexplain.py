@@ -34,13 +34,14 @@ with a boolean mask; padding is masked everywhere downstream.
 import collections
 import json
 import os
+import zlib
 from dataclasses import dataclass, field
 from typing import Dict, List
 
 import numpy as np
 
 from minimal_attn import saif
-from minimal_attn.datasets.text import Vocab
+from minimal_attn.datasets.text import Vocab, open_text
 from minimal_attn.errors import InputError
 
 PAD = "<pad>"
@@ -72,12 +73,12 @@ class HateXplain:
 
 def _load_json(path, what):
     try:
-        with open(path, encoding="utf-8") as f:
+        with open_text(path) as f:
             return json.load(f)
     except json.JSONDecodeError as exc:
         raise InputError(f"{what} {path} is not valid JSON (line {exc.lineno}: {exc.msg}); "
                          "give the HateXplain file unchanged") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read {what} {path}: {exc}; check the path") from None
 
 
@@ -106,9 +107,9 @@ def _read_jsonl(path):
     """(post_id, tokens, label id, rationale, orig_split) per line of the binary JSONL."""
     rows = []
     try:
-        with open(path, encoding="utf-8") as f:
+        with open_text(path) as f:
             lines = list(f)
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read HateXplain file {path}: {exc}; check the path") from None
     for n, line in enumerate(lines, start=1):
         if not line.strip():
@@ -119,7 +120,8 @@ def _read_jsonl(path):
         except json.JSONDecodeError as exc:
             raise InputError(f"{where} is not valid JSON ({exc.msg})") from None
         if not isinstance(obj, dict) or not {"post_id", "tokens", "label"} <= set(obj):
-            raise InputError(f"{where} needs the keys post_id, tokens, label, rationale")
+            raise InputError(f"{where} needs the keys post_id, tokens and label (rationale "
+                             "optional)")
         tokens = obj["tokens"]
         rationale = obj.get("rationale", [0] * len(tokens) if isinstance(tokens, list) else [])
         rows.append((str(obj["post_id"]), tokens, _label_id(where, obj["label"], "binary"),
@@ -141,6 +143,7 @@ def _read_original(path):
         if not isinstance(post, dict) or not {"annotators", "post_tokens"} <= set(post):
             raise InputError(f"{where} needs the keys annotators, rationales, post_tokens")
         tokens = post["post_tokens"]
+        _check_post(where, tokens, [0] * len(tokens) if isinstance(tokens, list) else [])
         votes = collections.Counter(_label_id(where, a.get("label"), "original")
                                     for a in post["annotators"])
         label, count = votes.most_common(1)[0] if votes else (None, 0)

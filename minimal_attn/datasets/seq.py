@@ -8,15 +8,19 @@ lists of int64 arrays, the ids that the LSTM models, the proxy model
 * **classify** (Section 2.4, T = 1, |O| = 2): word-level ids; words seen fewer
   than 3 times in the training set become ``<unk>`` (A.8). Targets are the
   labels as one-word outputs. Data sets: ``sst2`` (GLUE TSV; training on
-  ``train.tsv``, validation on the sentence-level ``test.tsv``, which is GLUE's
-  labelled dev set), ``hatexplain`` (binary JSONL, toxic = 1, official
-  train/val split) and ``tsv`` (``train.tsv`` and ``dev.tsv``/``val.tsv``/
-  ``test.tsv``, rows ``text<TAB>label``, an optional header).
+  ``train.tsv``, validation on the sentence-level ``test.tsv`` of the shared
+  copy, which is GLUE's labelled dev set, or on ``dev.tsv`` beside GLUE's own
+  unlabelled ``test.tsv``), ``hatexplain`` (the binary JSONL or the original
+  ``dataset.json``, toxic = 1: hate speech or offensive; official train/val
+  split) and ``tsv`` (``train.tsv`` and ``dev.tsv``/``val.tsv``/``test.tsv``,
+  rows ``text<TAB>label``, an optional header). Every file may be
+  gzip-compressed and may start with a byte-order mark.
 * **translate** (Section 2.1): one SentencePiece vocabulary of ``vocab_size``
   pieces shared by source and target (A.8) when ``sentencepiece`` is
   installed, word-level ids otherwise. Ids 0, 1, 2 are ``<unk>``, ``<s>``,
   ``</s>``; targets end with ``</s>``. Data sets: ``multi30k`` (raw
-  ``train``/``val`` files, English -> German as in the paper) and ``parallel``
+  ``train``/``val`` files, English -> German as in the paper, plain or as the
+  release's ``.gz``) and ``parallel``
   (``train.src``, ``train.tgt``, ``val.src``, ``val.tgt``).
 
 The padding id of the networks is ``n_vocab``, one beyond the vocabulary, so
@@ -103,18 +107,36 @@ def _first_file(folder, names, what):
 
 
 def _read_hatexplain(folder):
-    """Training and validation posts of the binary JSONL, through V&R's reader: the same
-    checks and the same official split (``post_id_divisions.json`` beside the file, else
-    each post's ``orig_split``) as ``attn-dyn train --dataset hatexplain``."""
-    data = read_hatexplain(_first_file(folder, ["hatexplain_binary.jsonl"], "HateXplain"))
-    return [([[t.lower() for t in tokens] for tokens in data.splits[s].tokens],
-             data.splits[s].y) for s in ("train", "val")]          # toxic = 1 (CLASSES)
+    """Training and validation posts through V&R's reader, so with its checks and the
+    official split (``post_id_divisions.json`` beside the file, else each JSONL post's
+    ``orig_split``), as ``attn-dyn train --dataset hatexplain`` reads them. The binary
+    JSONL or the original ``dataset.json``, whose three classes become HateXplain's
+    binary task: toxic (hate speech or offensive) = 1, normal = 0."""
+    check_folder(folder)
+    data = read_hatexplain(folder)
+    out = []
+    for s in ("train", "val"):
+        posts = data.splits[s]
+        toxic = np.array([posts.classes[k] in ("toxic", "hatespeech", "offensive")
+                          for k in posts.y], dtype=np.int64)
+        out.append(([[t.lower() for t in tokens] for tokens in posts.tokens], toxic))
+    return out
+
+
+def _sst2_eval_file(folder):
+    """The labelled evaluation file: ``test.tsv`` (the shared copy: GLUE's dev set, with
+    labels), else ``dev.tsv`` (GLUE's own layout, whose ``test.tsv`` has no labels)."""
+    test, dev = os.path.join(folder, "test.tsv"), os.path.join(folder, "dev.tsv")
+    if os.path.isfile(test) and os.path.isfile(dev):
+        first = read_lines(test, "SST-2 file")[0].rstrip("\r").split("\t")
+        return dev if [h.strip().lower() for h in first] == ["index", "sentence"] else test
+    return _first_file(folder, ["test.tsv", "dev.tsv"], "SST-2")
 
 
 def _classification(dataset, folder):
     if dataset == "sst2":
         return (read_sst2(_first_file(folder, ["train.tsv"], "SST-2")),
-                read_sst2(_first_file(folder, ["test.tsv", "dev.tsv"], "SST-2")))
+                read_sst2(_sst2_eval_file(folder)))
     if dataset == "hatexplain":
         return _read_hatexplain(folder)
     return (_read_label_tsv(_first_file(folder, ["train.tsv"], "TSV"), "TSV file"),
@@ -152,9 +174,14 @@ def _read_pairs(dataset, folder, split, src_lang, tgt_lang):
 
     def raw(line):                                 # keep raw text; tokenised below
         return [line.strip()] if line.strip() else []
-    src, tgt = read_parallel(os.path.join(folder, f"{split}.{src_lang}"),
-                             os.path.join(folder, f"{split}.{tgt_lang}"), raw)
+    src, tgt = read_parallel(*(_plain_or_gz(os.path.join(folder, f"{split}.{lang}"))
+                               for lang in (src_lang, tgt_lang)), raw)
     return [s[0] for s in src], [t[0] for t in tgt]
+
+
+def _plain_or_gz(path):
+    """``path``, or ``path.gz`` when only that exists (Multi30k's release is gzipped)."""
+    return path + ".gz" if not os.path.exists(path) and os.path.exists(path + ".gz") else path
 
 
 def _sentencepiece(lines, vocab_size, model_file):

@@ -20,9 +20,11 @@ line counts that differ, bad TSV rows) into one :class:`InputError`.
 """
 
 import collections
+import gzip
 import itertools
 import os
 import re
+import zlib
 
 import numpy as np
 
@@ -110,8 +112,20 @@ class Vocab:
 
 
 # ------------------------------------------------------------------ raw files
+def open_text(path):
+    """``path`` opened for reading as UTF-8 text: gzip-compressed files (Multi30k's release
+    ships ``train.en.gz``) are decompressed on the fly, and a byte-order mark is dropped
+    (``utf-8-sig``), so neither reaches a token."""
+    with open(path, "rb") as f:
+        compressed = f.read(2) == b"\x1f\x8b"
+    if compressed:
+        return gzip.open(path, "rt", encoding="utf-8-sig")
+    return open(path, encoding="utf-8-sig")
+
+
 def read_lines(path, what="file"):
-    """The lines of a UTF-8 text file (newlines stripped); InputError if unusable.
+    """The lines of a UTF-8 text file, plain or gzipped (newlines and a byte-order mark
+    stripped); InputError if unusable.
 
     A file with no non-blank line counts as empty and is rejected.
     """
@@ -121,13 +135,16 @@ def read_lines(path, what="file"):
     if os.path.isdir(path):
         raise InputError(f"{what} {path} is a folder; give a text file")
     try:
-        with open(path, encoding="utf-8") as f:
+        with open_text(path) as f:
             # Iterating splits on \n, \r\n and \r only (unlike str.splitlines,
             # which also splits on U+2028 etc. and would break line alignment).
             lines = [line.rstrip("\n") for line in f]
     except UnicodeDecodeError as exc:
         raise InputError(f"{what} {path} is not UTF-8 text (byte {exc.start}); "
                          "convert it to UTF-8") from None
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise InputError(f"{what} {path} is a damaged gzip file ({exc or 'cut short'}); "
+                         "download it again or give the unpacked text") from None
     except OSError as exc:
         raise InputError(f"cannot read {what} {path}: {exc.strerror}; "
                          "check its permissions") from None
@@ -207,8 +224,11 @@ def read_sst2(path, tokenizer=whitespace_tokens):
     labels : int64 array, shape (N,)
     """
     lines = read_lines(path, "SST-2 file")
-    header = lines[0].rstrip("\r").split("\t")
-    if [h.strip().lower() for h in header] != ["sentence", "label"]:
+    header = [h.strip().lower() for h in lines[0].rstrip("\r").split("\t")]
+    if header == ["index", "sentence"]:
+        raise InputError(f"SST-2 file {path} has no labels (GLUE's test set: header "
+                         "'index<TAB>sentence'); evaluate on the labelled dev.tsv")
+    if header != ["sentence", "label"]:
         raise InputError(f"SST-2 file {path} must start with the header "
                          f"'sentence<TAB>label', found {lines[0][:60]!r}")
     sentences, labels = [], []
