@@ -158,32 +158,40 @@ def lv_from_log_lik(scores, log_lik, weight=None, focus_grad=True):
               p_k - p_j = \pm e^{\max(\ell\ell_j, \ell\ell_k)}
               \bigl(-\operatorname{expm1}(-|\ell\ell_k - \ell\ell_j|)\bigr),
 
-    every factor taken in log space, so nothing cancels and nothing overflows.
+    every factor taken in log space, so nothing cancels and nothing overflows. The
+    posterior and the focus gradient are ratios to :math:`M`, so they are computed from
+    :math:`\ell\ell_j - \max_k \ell\ell_k` (exact where the two are close): with
+    log-likelihoods of size 1e4 the unshifted logs would round away the attention's
+    log-weights before the ratio is taken.
     ``focus_grad=False`` (a fixed focus, Section 3) skips that (N, m, m) form and returns
     None for ``dscores``.
     """
     xp = get_xp(scores, log_lik)
     w = batch_weights(xp, log_lik.shape[-2], weight, log_lik)               # (N,)
     log_a = log_softmax(scores)                                        # (N, m)
-    joint = log_a + log_lik                                            # (N, m) log a_j p_j
+    top = xp.max(log_lik, axis=-1, keepdims=True)                      # (N, 1)
+    top = xp.where(xp.isfinite(top), top, xp.zeros_like(top))          # a row of -inf: 0
+    ll = log_lik - top                                                 # (N, m) <= 0
+    joint = log_a + ll                                                 # log a_j p_j - top
+    log_m = logsumexp(joint, axis=-1, keepdims=True)                   # (N, 1) log M - top
     # log M <= 0 (a probability); rounding can put it 1 ulp above
-    log_marginal = xp.minimum(logsumexp(joint, axis=-1, keepdims=True), 0.0)  # (N, 1)
+    log_marginal = xp.minimum(log_m + top, 0.0)                        # (N, 1)
     q = xp.sum(xp.exp(log_a) * -xp.expm1(log_lik), axis=-1)            # (N,) 1 - M, exact
     half = log_marginal[..., 0] > -0.6931471805599453                  # M > 1/2: use q
     nll = xp.where(half, -xp.log1p(-xp.where(half, q, xp.zeros_like(q))),
                    -log_marginal[..., 0])                              # (N,) -log M
     loss = xp.sum(w * nll, axis=-1)
     # backward
-    gamma = xp.exp(joint - log_marginal)                               # (N, m) posterior
+    gamma = xp.exp(joint - log_m)                                      # (N, m) posterior
     dlog_lik = -w[:, None] * gamma                                     # (N, m)
     if not focus_grad:
         return loss, None, dlog_lik
-    ll_j, ll_k = log_lik[..., :, None], log_lik[..., None, :]          # (N, m, 1), (N, 1, m)
+    ll_j, ll_k = ll[..., :, None], ll[..., None, :]                    # (N, m, 1), (N, 1, m)
     gap = xp.abs(ll_k - ll_j)                                          # (N, m, m)
     size = xp.where(xp.isnan(gap), xp.zeros_like(gap), -xp.expm1(-gap))  # -inf pairs: 0
     sign = xp.where(ll_k > ll_j, xp.ones_like(gap), -xp.ones_like(gap))
     log_scale = (log_a[..., :, None] + log_a[..., None, :] + xp.maximum(ll_j, ll_k)
-                 - log_marginal[..., None])                            # <= 0: no overflow
+                 - log_m[..., None])                                   # <= 0: no overflow
     a_minus_gamma = xp.sum(sign * size * xp.exp(log_scale), axis=-1)  # (N, m)
     dscores = w[:, None] * a_minus_gamma                               # V&R Eq. (12)
     return loss, dscores, dlog_lik
