@@ -1,9 +1,10 @@
 r"""The fast linear fixed-focus model: exact compression and memoisation (private).
 
-:class:`LinearFixedFocusModel` computes exactly what
-:class:`minimal_attn.fixed_focus.ReferenceFixedFocusModel` computes (tested
-equal in ``tests/test_fixed_focus.py``), through the same loss functions
-(:mod:`minimal_attn.losses`), with two tricks that change no value:
+:class:`LinearFixedFocusModel` computes what
+:class:`minimal_attn.fixed_focus.ReferenceFixedFocusModel` computes, to float
+rounding (tested in ``tests/test_fixed_focus.py``), through the same loss
+functions (:mod:`minimal_attn.losses`), with tricks that change no value in exact
+arithmetic:
 
 * **instances**: two mosaics with the same label and the same multiset of
   (segment, attention) pairs have the same loss and gradient, so each distinct
@@ -95,9 +96,11 @@ class LinearFixedFocusModel:
         head = losses.ha_from_log_lik if paradigm == "ha" else losses.lv_from_log_lik
         value, _, dlog_lik = head(c["log_attention"], log_lik, weight, focus_grad=False)
         # The softmax chain of every (instance, segment) showing segment k with label c,
-        # summed: D[k, c] = -sum dlog_lik, and dL/dg(u_k) = sum_c D[k, c] (sigma(g(u_k)) - e_c).
+        # summed: D[k, c] = -sum dlog_lik >= 0, and dL/dg(u_k) = sum_c D[k, c] (sigma - e_c)
+        # = (S_k - D[k]) sigma + D[k] (sigma - 1), S_k = sum_c D[k, c]; sigma - 1 as expm1(log
+        # sigma) keeps the label's entry where sigma rounds to 1 (losses._minus_onehot's job).
         D = np.bincount(c["bins"], -dlog_lik.ravel(), minlength=A * K * C).reshape(A, K, C)
-        dG = D.sum(axis=2, keepdims=True) * np.exp(logp) - D              # (A, K, C)
+        dG = (D.sum(axis=2, keepdims=True) - D) * np.exp(logp) + D * np.expm1(logp)  # (A, K, C)
         return value, dG.transpose(0, 2, 1) @ self._U                     # V&R Eqs. (9), (11)
 
     def _compile(self, log_attention):

@@ -20,14 +20,10 @@ Objective (mean over examples): :math:`\frac1N \sum_n -\log p_n[y_n] +
 import numpy as np
 from scipy import optimize, sparse
 
+from minimal_attn._numerics import log_softmax
 from minimal_attn.errors import InputError
 
 LAMBDAS = tuple(10.0 ** k for k in range(-7, 3))   # ten orders of magnitude
-
-
-def _log_softmax(z):
-    z = z - z.max(axis=-1, keepdims=True)
-    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
 
 
 def features(src, n_vocab):
@@ -44,11 +40,12 @@ def features(src, n_vocab):
 
 def loss_and_grad(B, X, y, lam):
     """Penalised mean NLL of Snell Eq. (55) and its gradient, B (|O|, |I|), y (N,) class ids."""
-    logp = _log_softmax(np.asarray(X @ B.T))                        # (N, |O|)
+    logp = log_softmax(np.asarray(X @ B.T))                         # (N, |O|)
     N = X.shape[0]
     loss = -logp[np.arange(N), y].mean() + 0.5 * lam * np.sum(B * B)
-    dz = np.exp(logp)                                                # (N, |O|): P - Y
-    dz[np.arange(N), y] -= 1.0
+    Y = np.zeros_like(logp)
+    Y[np.arange(N), y] = 1.0
+    dz = (1.0 - Y) * np.exp(logp) + Y * np.expm1(logp)              # P - Y, exact at P_y ~ 1
     return loss, np.asarray((X.T @ dz).T) / N + lam * B             # (|O|, |I|)
 
 
@@ -114,5 +111,5 @@ def beta_log(B, x, y):
 
     x : int array (L,) input ids; y : int array (T,) output ids.
     """
-    logp = _log_softmax(B[:, np.asarray(x)].T)                       # (L, |O|)
+    logp = log_softmax(B[:, np.asarray(x)].T)                        # (L, |O|)
     return np.exp(logp[:, np.asarray(y)]).T                          # (T, L)

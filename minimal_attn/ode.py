@@ -88,7 +88,11 @@ def population_loss(paradigm, mu, alpha, n_classes):
         return np.logaddexp(0.0, np.log(C - 1) - alpha * mu)
     if paradigm == "ha":
         return alpha * neg_log_beta + (1 - alpha) * np.log(C)
-    return -np.log(alpha * beta_of(mu, C) + (1 - alpha) / C)
+    # -log(alpha beta + (1 - alpha)/C) = -log1p(-q), q = alpha (1 - beta) + (1 - alpha)(1 - 1/C)
+    # the loss's distance from 1, each term exact: keeps its digits as the loss goes to 0
+    q = alpha * _one_minus_beta(mu, C) + (1 - alpha) * (C - 1) / C
+    M = alpha * beta_of(mu, C) + (1 - alpha) / C
+    return np.where(M > 0.5, -np.log1p(-np.minimum(q, 0.5)), -np.log(M))[()]
 
 
 def mu_dot(paradigm, mu, alpha, n_classes):
@@ -111,29 +115,34 @@ def mu_dot(paradigm, mu, alpha, n_classes):
     raise ValueError(f"unknown ODE paradigm {paradigm!r}")
 
 
-def nu_dot(paradigm, mu, alpha, n_classes):
+def nu_dot(paradigm, mu, alpha, n_classes, one_minus_alpha=None):
     r""":math:`\dot\nu` of Theorem 2, V&R Eqs. (4)-(6), at foreground attention ``alpha``.
 
     Rewritten with :math:`1 - \beta(x) = (C-1)/(e^x + C - 1)` (SA) and, for LV,
     :math:`\beta/Z - 1 = (1-\alpha)(\beta - 1/C)/Z` (because
-    :math:`Z = \alpha\beta + (1-\alpha)/C`).
+    :math:`Z = \alpha\beta + (1-\alpha)/C`). ``one_minus_alpha``: :math:`1 - \alpha`
+    computed apart (:func:`rhs`), since ``1 - alpha`` is 0 once alpha rounds to 1
+    (nu above 37), which would freeze nu.
     """
     C = n_classes
     beta = beta_of(mu, C)
+    rest = 1 - alpha if one_minus_alpha is None else one_minus_alpha      # 1 - alpha
     if paradigm == "sa":
-        return mu * alpha * (1 - alpha) * _one_minus_beta(alpha * mu, C) / C     # V&R Eq. (4)
+        return mu * alpha * rest * _one_minus_beta(alpha * mu, C) / C           # V&R Eq. (4)
     if paradigm == "ha":
-        return alpha * (1 - alpha) * (np.log(C) + np.log(beta)) / C             # V&R Eq. (5)
+        return alpha * rest * (np.log(C) + np.log(beta)) / C                   # V&R Eq. (5)
     if paradigm == "lv":
-        Z = alpha * beta + (1 - alpha) / C
-        return alpha * (1 - alpha) * (beta - 1.0 / C) / (C * Z)                 # V&R Eq. (6)
+        Z = alpha * beta + rest / C
+        return alpha * rest * (beta - 1.0 / C) / (C * Z)                       # V&R Eq. (6)
     raise ValueError(f"unknown ODE paradigm {paradigm!r}")
 
 
 def rhs(paradigm, mu, nu, m, n_classes):
     """Time derivatives (mu_dot, nu_dot) of Theorem 2, V&R Eqs. (1)-(6), with alpha = alpha(nu)."""
     alpha = alpha_of(nu, m)
-    return mu_dot(paradigm, mu, alpha, n_classes), nu_dot(paradigm, mu, alpha, n_classes)
+    one_minus_alpha = expit(np.log(m - 1) - np.asarray(nu, dtype=float))   # 1 - alpha(nu)
+    return (mu_dot(paradigm, mu, alpha, n_classes),
+            nu_dot(paradigm, mu, alpha, n_classes, one_minus_alpha))
 
 
 def solve(paradigm, m, n_classes, t_max, alpha=None, t_eval=None, n_points=401,
@@ -200,21 +209,26 @@ def theorem1_time(paradigm, mu, alpha, n_classes):
     C = n_classes
     mu = np.asarray(mu, dtype=float)
     if paradigm == "sa":
-        return np.expm1(alpha * mu) / alpha**2 + (C - 1) * mu / alpha
+        return np.expm1(alpha * mu) / alpha / alpha + (C - 1) * mu / alpha  # alpha**2: underflow
     if paradigm == "ha":
         return (np.expm1(mu) + (C - 1) * mu) / alpha
-    return (np.expm1(mu) + (C - 1) * mu
-            + (1 - alpha) / (C * alpha) * (np.expm1(mu) + 2 * (C - 1) * mu
-                                           - (C - 1) ** 2 * np.expm1(-mu)))
+    base = np.expm1(mu) + (C - 1) * mu
+    if alpha == 1:                     # the second term is 0, even where e^mu overflows
+        return base
+    return base + (1 - alpha) / (C * alpha) * (np.expm1(mu) + 2 * (C - 1) * mu
+                                               - (C - 1) ** 2 * np.expm1(-mu))
 
 
-def theorem1_mu(paradigm, t, alpha, n_classes, iterations=64):
+def theorem1_mu(paradigm, t, alpha, n_classes, iterations=2200):
     r""":math:`\mu(t)` at a fixed focus ``alpha``: the root of ``theorem1_time(mu) = t``.
 
     ``t`` may be an array (all times are solved at once by vectorised
     bisection: ``t(mu)`` increases, and Newton is unsafe because the LV
-    ``t(mu)`` is concave near 0 for small alpha). ``alpha = 0`` gives
-    :math:`\mu \equiv 0` (no signal). Returns an array shaped like ``atleast_1d(t)``.
+    ``t(mu)`` is concave near 0 for small alpha). The bisection halves until every
+    answer is at float resolution *relative to itself* (a tiny mu, e.g. at alpha
+    1e-300, keeps its digits; about 60 halvings for mu of order 1), at most
+    ``iterations`` times. ``alpha = 0`` gives :math:`\mu \equiv 0` (no signal).
+    Returns an array shaped like ``atleast_1d(t)``.
     """
     paradigm = check_paradigm(paradigm, LOSS_PARADIGMS)
     t = np.atleast_1d(np.asarray(t, dtype=float))
@@ -230,4 +244,6 @@ def theorem1_mu(paradigm, t, alpha, n_classes, iterations=64):
             mid = 0.5 * (lo + hi)
             above = theorem1_time(paradigm, mid, alpha, n_classes) >= t_pos
             lo, hi = np.where(above, lo, mid), np.where(above, mid, hi)
+            if np.all((hi - lo <= 4 * np.finfo(float).eps * hi) | (t_pos == 0)):
+                break
     return np.where(t > 0, 0.5 * (lo + hi), 0.0)

@@ -122,11 +122,13 @@ def _loss_and_grads(params, batch):
     logp = log_softmax(ebar @ W.T)                                    # (B, |O|), Snell Eq. (5)
     picked = xp.take(xp.reshape(logp, (-1,)), tgt_pair * n_out + tgt)     # (Nt,) log p_t[y_t]
     loss = -xp.sum(picked)                                            # Snell Eq. (14)
-    # backward: residual r = T p - counts of each output word in the pair
+    # backward: residual r = T p - n, n the counts of each output word in the pair, written
+    # (T - n) p - n (1 - p) with 1 - p = -expm1(log p): both terms exact where p rounds to 1
     T = like(xp, np.bincount(batch.tgt_pair, minlength=B), W, dtype=W.dtype)  # (B,) lengths
     ones = like(xp, np.ones((tgt.shape[0], 1)), W, dtype=W.dtype)            # on W's device
-    counts = scatter_add_rows(xp, tgt_pair * n_out + tgt, ones, B * n_out)    # (B * |O|, 1)
-    residual = T[:, None] * xp.exp(logp) - xp.reshape(counts, (B, n_out))  # (B, |O|)
+    counts = xp.reshape(scatter_add_rows(xp, tgt_pair * n_out + tgt, ones, B * n_out),
+                        (B, n_out))                                           # (B, |O|)
+    residual = (T[:, None] - counts) * xp.exp(logp) + counts * xp.expm1(logp)  # (B, |O|)
     debar = residual @ W                                              # (B, d)
     de = scatter_add_rows(xp, src, xp.take(debar, src_pair, axis=0) * src_w[:, None],
                           e.shape[0])                                 # (|I|, d)

@@ -42,6 +42,25 @@ def test_fast_model_equals_reference_model(paradigm, dataset):
     np.testing.assert_allclose(model.losses({"W": W}, la, paradigm), ref_value, rtol=1e-12)
 
 
+@pytest.mark.parametrize("paradigm", ["ha", "lv"])
+def test_fast_model_keeps_a_saturated_classifiers_gradient(paradigm):
+    """All the focus on the foreground (alpha = 1) and the classifier sure of its label
+    (margin 40): the gradient is of size e^-40 and must keep its digits, where sigma_y - 1
+    written so rounds to 0 (at alpha < 1 the backgrounds' O(1/m) terms cancel to e^-40 in
+    exact arithmetic, so rounding decides there for any order of summation)."""
+    d = DATASETS["exact"]()
+    fg = d.X[np.arange(len(d.y)), d.z]                                # (N, d) foregrounds
+    C = int(d.y.max()) + 1
+    W = np.stack([fg[d.y == c].mean(axis=0) for c in range(C)])
+    W = (40.0 * W / np.linalg.norm(W, axis=1, keepdims=True))[None]   # (1, C, d)
+    la = ff._log_attention(d.z, d.X.shape[1], [1.0])
+    value, dW = ff.LinearFixedFocusModel(d.X, d.y, C).loss_and_grad({"W": W}, la, paradigm)
+    ref_value, ref_dW = per_alpha_fcam(d.X, d.y, W, la, paradigm)
+    assert 0 < np.abs(ref_dW).max() < 1e-15                           # e^-40 scale
+    np.testing.assert_allclose(value, ref_value, rtol=1e-12)
+    assert np.abs(dW - ref_dW).max() <= 1e-9 * np.abs(ref_dW).max()
+
+
 @pytest.mark.parametrize("paradigm", LOSS_PARADIGMS)
 def test_any_attention_and_in_place_changes(paradigm):
     """Any (writable) log-attention works, and changing it in place is noticed."""

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from scipy import special
 
 from minimal_attn import logistic_proxy as lp
 from minimal_attn.errors import InputError
@@ -58,7 +59,7 @@ def test_the_fit_reaches_the_minimiser_at_every_penalty(lam):
     b = B.ravel().copy()
     for _ in range(30):
         _, g = lp.loss_and_grad(b.reshape(2, 7), X, y, lam)
-        P = np.exp(lp._log_softmax(np.asarray(X @ b.reshape(2, 7).T)))      # (N, 2)
+        P = special.softmax(np.asarray(X @ b.reshape(2, 7).T), axis=-1)      # (N, 2)
         Xd = X.toarray()
         H = np.zeros((14, 14))
         for n in range(len(y)):
@@ -80,3 +81,13 @@ def test_a_tie_in_the_sweep_goes_to_the_larger_penalty(monkeypatch):
         assert info["sweep"] == {float(k): scores[k] for k in order}
     scores[1e-3] = 0.95
     assert lp.fit_logistic_sweep([], [], [], [], 3, lambdas=list(scores))[1]["lambda"] == 1e-3
+
+
+def test_a_saturated_label_keeps_its_loss_and_gradient():
+    """One example, one word, B = [[40], [0]] for label 0: the loss is log(1 + e^-40) and
+    dL/dB = [-s, s] with s = e^-40/(1 + e^-40), hand-computed (lambda 0)."""
+    X = lp.features([np.array([0])], 1)
+    loss, g = lp.loss_and_grad(np.array([[40.0], [0.0]]), X, np.array([0]), 0.0)
+    s = np.exp(-40.0) / (1.0 + np.exp(-40.0))
+    assert loss == pytest.approx(np.log1p(np.exp(-40.0)), rel=1e-12, abs=0)
+    np.testing.assert_allclose(g.ravel(), [-s, s], rtol=1e-12)

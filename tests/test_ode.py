@@ -135,3 +135,37 @@ def test_theorem1_mu_inverts_theorem1_time(paradigm):
         assert np.all(np.diff(mu) > 0) and mu[0] == 0
         np.testing.assert_allclose(ode.theorem1_time(paradigm, mu, alpha, 20), t, rtol=1e-12,
                                    atol=1e-14)
+
+
+# ------------------------------------------------------------ extreme times and foci
+def test_nu_keeps_growing_after_alpha_rounds_to_one():
+    """nu = 40 puts alpha(nu) within 1e-17 of 1: nu_dot (V&R Eq. (5)) is still
+    alpha (1 - alpha)(log C + log beta)/C with 1 - alpha = (m-1)/(e^nu + m - 1) > 0, so the
+    flow's nu keeps rising (like log t) instead of freezing near 36.7."""
+    mu, nu, m, C = 30.0, 40.0, 2, 2
+    one_minus_alpha = (m - 1) / (np.exp(nu) + m - 1)
+    beta = np.exp(mu) / (np.exp(mu) + C - 1)
+    expected = (1 - one_minus_alpha) * one_minus_alpha * (np.log(C) + np.log(beta)) / C
+    assert ode.rhs("ha", mu, nu, m, C)[1] == pytest.approx(expected, rel=1e-12, abs=0)
+    nu_t = ode.solve("ha", m, C, 1e40, t_eval=np.array([1e18, 1e20, 1e40]))["nu"]
+    assert np.all(np.diff(nu_t) > 1.0)
+
+
+def test_theorem1_at_the_ends_of_the_focus():
+    # alpha = 1: LV's flow is HA's (V&R Eq. (3) with Z = beta is Eq. (2)), even past e^709
+    assert ode.theorem1_mu("lv", 1e300, 1.0, 2) == pytest.approx(
+        ode.theorem1_mu("ha", 1e300, 1.0, 2), rel=1e-12)
+    assert ode.theorem1_mu("ha", 1e300, 1.0, 2)[0] == pytest.approx(np.log(1e300), rel=1e-9)
+    # tiny alpha: t_SA(1) = expm1(alpha)/alpha^2 + 1/alpha = 2e300 by hand (C = 2); mu(t)
+    # of HA at C = 10 is t alpha / 10 for small mu (expm1(mu) + 9 mu ~ 10 mu)
+    assert ode.theorem1_time("sa", 1.0, 1e-300, 2) == pytest.approx(2e300, rel=1e-12)
+    assert ode.theorem1_mu("ha", 1e6, 1e-300, 10)[0] == pytest.approx(1e-295, rel=1e-9, abs=0)
+
+
+def test_population_losses_agree_at_full_focus_to_the_last_digit():
+    """alpha = 1: every paradigm's loss is -log beta(mu) = log1p((C-1) e^-mu), 4e-18 at
+    mu = 40 (by hand), which the LV loss must not round to 0."""
+    expected = np.log1p(np.exp(-40.0))
+    for paradigm in ("sa", "ha", "lv"):
+        assert ode.population_loss(paradigm, 40.0, 1.0, 2) == pytest.approx(expected, rel=1e-12,
+                                                                            abs=0)

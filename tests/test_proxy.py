@@ -173,3 +173,12 @@ def test_bad_inputs():
                           proxy.ProxyConfig(optimizer="rmsprop"))
     with pytest.raises(InputError, match="lr"):
         proxy.train_proxy([np.array([0])], [np.array([0])], 1, 2, proxy.ProxyConfig(lr=-1.0))
+
+
+def test_a_saturated_label_keeps_its_gradient():
+    """p_y = 1/(1 + e^-40): the label's entry of dL/dW is -(1 - p_y) = -e^-40/(1 + e^-40),
+    hand-computed; written T p_y - 1 it rounds to 0 (the other entry is +e^-40/(1 + e^-40))."""
+    params = {"W": np.array([[40.0], [0.0]]), "e": np.array([[1.0]])}
+    _, grads = proxy.loss_and_grads(params, proxy.make_batch([np.array([0])], [np.array([0])]))
+    small = np.exp(-40.0) / (1.0 + np.exp(-40.0))
+    np.testing.assert_allclose(grads["W"].ravel(), [-small, small], rtol=1e-12)
