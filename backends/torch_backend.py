@@ -134,10 +134,13 @@ def loss_ha(scores, logits, y):
     r"""Hard-attention loss, batch mean: :math:`\sum_j a_j(-\log\sigma_y(g(x_j)))`.
 
     scores (N, m); logits (N, m, C). A weight a_j = 0 (score -inf) contributes
-    exactly 0, never 0 * inf.
+    exactly 0, never 0 * inf, to the loss and its gradients (even where that segment's
+    label logit is -inf).
     """
+    a = attention(scores)
     ce = -_pick(log_softmax(logits), y)                     # (N, m)
-    return (attention(scores) * ce).sum(dim=1).mean()
+    ce = torch.where(a > 0, ce, torch.zeros_like(ce))       # unselected: no inf, no NaN grad
+    return (a * ce).sum(dim=1).mean()
 
 
 def loss_lv(scores, logits, y):

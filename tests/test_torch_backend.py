@@ -106,6 +106,16 @@ def test_fixed_focus_with_minus_infinity_is_exact():
         assert np.all(np.isfinite(dg))
 
 
+def test_an_unattended_segment_with_an_impossible_label_adds_nothing():
+    # segment 1 has attention 0 (score -inf) and gives the label probability 0 (logit
+    # -inf): HA = CE of segment 0 alone, log(1 + e^-1) by hand, with finite gradients
+    scores = np.array([[0.0, -np.inf]])
+    logits = np.array([[[1.0, 0.0], [-np.inf, 0.0]]])
+    value, ds, dg = _grads("ha", scores, logits, np.array([0]))
+    assert value == pytest.approx(np.log1p(np.exp(-1.0)), rel=1e-12)
+    assert np.all(np.isfinite(ds)) and np.all(np.isfinite(dg))
+
+
 def test_phase_is_the_core_schedule():
     assert tb.phase is losses.phase
     assert [tb.phase("hybrid", k, 3) for k in range(5)] == ["sa"] * 3 + ["ha"] * 2
