@@ -11,7 +11,14 @@ import sys
 
 import click
 
-from minimal_attn.cli.options import CONTEXT, ProgressBar, default, progress_option
+from minimal_attn.cli.options import (
+    CONTEXT,
+    ProgressBar,
+    default,
+    on_interrupt,
+    progress_option,
+    resume_note,
+)
 from minimal_attn.experiments import cell_costs as costs
 from minimal_attn.experiments import cell_views
 from minimal_attn.experiments import cells as lib
@@ -122,6 +129,7 @@ def run_cells(names, data_root, results_dir, work, device, time_limit, compile_m
     for name in names:
         lib.get_cell(name)                       # refuse an unknown name before any work
     source = code_source()      # this process runs the code it loaded now, for every cell
+    on_interrupt(lambda: resume_note(work))     # the same command continues from checkpoints
     for name in names:
         with ProgressBar(progress) as bar:
             record = lib.run_cell(name, data_root, results_dir, work, device,

@@ -271,7 +271,7 @@ def train(ctx, dataset, paradigm, lr, switch_epoch, foreground, protocol, out, r
     explicit = {p.name for p in given if p.name in PROTOCOL_FIELDS}
     config = apply_protocol(config, protocol, explicit)
     check_new_run(out, resume)
-    on_interrupt(resume_note(out))          # the group's line after Ctrl-C
+    on_interrupt(lambda: resume_note(out))  # the group's line after Ctrl-C, when it comes
     with ProgressBar(progress) as bar:
         results, meta = run_experiment(config, out=out, resume=resume, progress=bar,
                                        log=echo_after(unused_warnings(

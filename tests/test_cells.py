@@ -282,6 +282,23 @@ def test_cells_report_without_its_readme_is_one_line(tmp_path):
     assert "Traceback" not in r.output and not (tmp_path / "res").exists()
 
 
+def test_ctrl_c_in_a_cell_says_what_is_kept_and_how_to_go_on(tmp_path, monkeypatch):
+    work = tmp_path / "work"
+
+    def interrupted(name, *args, **kwargs):
+        (work / name / "checkpoints").mkdir(parents=True)      # the first epoch was saved
+        (work / name / "checkpoints" / "sa_seed0.ckpt").write_bytes(b"x")
+        raise KeyboardInterrupt
+    import functools
+
+    # wraps: the command reads run_cell's defaults from its signature
+    monkeypatch.setattr(cells, "run_cell", functools.wraps(cells.run_cell)(interrupted))
+    r = CliRunner().invoke(cli, ["cells", "run", "tiny-t1-synthetic-sa", "--work", str(work),
+                                 "--results", str(tmp_path / "r")])
+    assert r.exit_code == 130 and "nothing was written" not in r.output
+    assert f"kept in {work}" in r.output and "attn-dyn cells run tiny-t1-synthetic-sa" in r.output
+
+
 def test_cells_commands(tmp_path):
     runner = CliRunner()
     r = runner.invoke(cli, ["cells", "list", "--card", "h100"])

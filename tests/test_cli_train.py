@@ -270,6 +270,17 @@ def test_per_paradigm_learning_rates_and_resume_checks_only_what_matters(tmp_pat
     assert sa_only.exit_code == 0, sa_only.output
 
 
+@pytest.mark.parametrize("option", [("--stop-loss", "0.7"), ("--threshold", "0.3")])
+def test_resume_refuses_a_new_stop_rule_or_saif_threshold(tmp_path, option):
+    # a stop rule moves where a run ends (and an auto hybrid's switch); a threshold would
+    # score one history at two bars: both must match the checkpoint's
+    out = tmp_path / "run"
+    assert run(*NUMPY, "--paradigm", "sa", "--out", str(out)).exit_code == 0
+    again = run(*NUMPY, "--paradigm", "sa", *option, "--out", str(out), "--resume")
+    assert again.exit_code == 2 and again.stderr.count("\n") == 1, again.output
+    assert option[0][2:].replace("-", "_") in again.stderr and "sa_seed0.ckpt" in again.stderr
+
+
 def test_foreign_checkpoint_is_refused_with_its_name(tmp_path, torch_one_thread):
     out = tmp_path / "mixed"
     assert run(*TORCH, "--paradigm", "sa", "--out", str(out)).exit_code == 0
@@ -301,17 +312,24 @@ def test_unwritable_system_folder_is_refused_before_training():
     assert " epoch " not in r.stdout                               # nothing was trained
 
 
-def test_ctrl_c_exits_130_with_how_to_resume(tmp_path, monkeypatch):
+@pytest.mark.parametrize("saved", [False, True])
+def test_ctrl_c_exits_130_with_how_to_resume(tmp_path, monkeypatch, saved):
     import minimal_attn.cli.train_cmd as train_cmd
 
+    out = tmp_path / "run"
+
     def interrupted(*args, **kwargs):
+        if saved:                               # Ctrl-C after the first checkpoint
+            (out / "checkpoints").mkdir(parents=True)
+            (out / "checkpoints" / "sa_seed0.ckpt").write_bytes(b"x")
         raise KeyboardInterrupt
     monkeypatch.setattr(train_cmd, "run_experiment", interrupted)
-    out = tmp_path / "run"
     r = run(*NUMPY, "--out", str(out))
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert r.exit_code == 130 and len(lines) == 1 and lines[0].startswith("Error: interrupted")
-    assert f"{out}/checkpoints" in r.stderr and "--resume" in r.stderr
+    # the line says what is there when Ctrl-C comes: no claim of checkpoints not yet written
+    assert (f"{out}/checkpoints" in r.stderr and "--resume" in r.stderr) == saved
+    assert ("no checkpoint was written" in r.stderr) == (not saved)
 
 
 # ---- one train command: no routing; --task belongs to train-seq

@@ -110,3 +110,22 @@ def test_the_import_command(tmp_path):
         r = runner.invoke(cli, ["cells", "import", bad, "--results", str(tmp_path / "s")])
         assert r.exit_code == 2 and r.output.count("Error:") == 1, r.output
         assert "Traceback" not in r.output and not (tmp_path / "s").exists()
+
+
+def test_a_cut_write_left_beside_the_records_is_not_a_record(tmp_path):
+    # a kill between writing the temporary file and renaming it leaves .tmp-*NAME.json
+    from minimal_attn.experiments.results_store import read_cells
+
+    results = tmp_path / "results"
+    write_cell(str(results), _record("a"))
+    folder = results / "cells"
+    (folder / ".tmp-x1b2a.json").write_text(json.dumps(_record("a", accuracy=0.1)))
+    (folder / ".tmp-empty.json").write_text("")
+    assert [r["cell"] for r in read_cells(str(results))] == ["a"]
+    assert read_cells(str(results))[0]["result"]["test"]["accuracy"]["mean"] == 0.5
+    # nor does one come home in a GPU job's archive or a folder of records
+    source = _archive(tmp_path / "x.tar.gz", {"b.json": _record("b"),
+                                              ".tmp-zz.json": _record("z")})
+    assert dict(import_records(source, str(results))) == {"b": "new, complete"}
+    assert dict(import_records(str(folder), str(tmp_path / "other"))) == {
+        "a": "new, complete", "b": "new, complete"}

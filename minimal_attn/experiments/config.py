@@ -230,11 +230,14 @@ def estimate_bytes(c):
 
 
 def resume_note(out):
-    """What Ctrl-C leaves behind, and how to go on (one line)."""
+    """What Ctrl-C leaves behind, and how to go on (one line), as it stands when called."""
     if out is None:
         return "nothing was kept (give --out to keep checkpoints)"
-    return (f"checkpoints up to the last finished epoch are in {out}/checkpoints: rerun the "
-            "same command with --resume")
+    folder = os.path.join(out, "checkpoints")
+    if not (os.path.isdir(folder) and any(n.endswith(".ckpt") for n in os.listdir(folder))):
+        return f"no checkpoint was written to {out} yet: rerun the same command to start over"
+    return (f"checkpoints up to the last saved epoch are in {folder}: rerun the same command "
+            "with --resume")
 
 
 def check_writable(out):

@@ -24,6 +24,7 @@ def _read_archive(path):
         with tarfile.open(path, "r:*") as tar:
             members = [m for m in tar.getmembers()
                        if m.isfile() and m.name.endswith(".json")
+                       and not os.path.basename(m.name).startswith(".")
                        and os.path.basename(os.path.dirname(m.name)) == "cells"]
             return [(f"{path}:{m.name}", tar.extractfile(m).read()) for m in members]
     except (tarfile.TarError, OSError, EOFError) as exc:
@@ -36,7 +37,7 @@ def _read_folder(path):
         else path
     out = []
     for name in sorted(os.listdir(folder)):
-        if name.endswith(".json"):
+        if name.endswith(".json") and not name.startswith("."):      # .tmp-*: a cut write
             with open(os.path.join(folder, name), "rb") as f:
                 out.append((os.path.join(folder, name), f.read()))
     return out

@@ -132,7 +132,7 @@ def read_cells(results_dir):
         return []
     records = []
     for name in sorted(os.listdir(folder)):
-        if not name.endswith(".json"):
+        if not name.endswith(".json") or name.startswith("."):     # .tmp-*: a cut write
             continue
         path = os.path.join(folder, name)
         try:

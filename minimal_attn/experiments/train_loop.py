@@ -192,10 +192,12 @@ def affecting(config, table):
         out["momentum"] = config.momentum
     # named only when not the default, so checkpoints written before these
     # options existed still resume
-    # (precision: bf16 moves the trajectory by more than rounding; not mixed within a run)
+    # (precision: bf16 moves the trajectory by more than rounding; not mixed within a run;
+    # stop_loss: where a run ends and an auto hybrid switches; threshold: SAIF's bar, one
+    # per history)
     for key, default in (("optimizer", "sgd"), ("focus_init", "zero"),
                          ("classifier", "paper"), ("precision", "fp32"),
-                         ("pixels", "standard")):
+                         ("pixels", "standard"), ("stop_loss", None), ("threshold", 0.8)):
         if getattr(config, key, default) != default:
             out[key] = getattr(config, key)
     out["lr"] = config.rates(table)
