@@ -232,10 +232,46 @@ def test_resume_equals_uninterrupted(tiny_splits, tmp_path):
         ours, theirs = load(tmp_path / "cut" / name), load(tmp_path / "full" / name)
         for key, value in theirs["model"].items():
             assert torch.equal(ours["model"][key], value), key
-    # a seed without its checkpoint: the seeds cannot continue together
-    (tmp_path / "cut" / "checkpoints" / "hybrid_seed1.ckpt").unlink()
+    # a seed without its checkpoint (nor the one before): the seeds cannot continue together
+    # (without the newest alone, it and the others go on from the save before)
+    for name in ("hybrid_seed1.ckpt", "hybrid_seed1.ckpt.prev"):
+        (tmp_path / "cut" / "checkpoints" / name).unlink()
     assert train_seeds(configs, tiny_splits.train, tiny_splits.test, str(tmp_path / "cut"),
                        resume=True) is None
+
+
+def test_resume_between_two_seeds_saves_equals_uninterrupted(tiny_splits, tmp_path,
+                                                             monkeypatch):
+    """Stopped after seed 0 saved epoch 2 and before the others did: seed 0 steps back to
+    its .prev (epoch 1) and the seeds go on together, bit for bit as uninterrupted."""
+    from minimal_attn.experiments import epochs
+
+    configs = configs_for("hybrid")
+    full = train_seeds(configs, tiny_splits.train, tiny_splits.test, str(tmp_path / "full"))
+    saves, write = [], epochs.write_checkpoint
+
+    def stop_between_saves(*args, **kwargs):
+        write(*args, **kwargs)
+        saves.append(1)
+        if len(saves) == len(SEEDS) + 1:                     # the second epoch's first save
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(epochs, "write_checkpoint", stop_between_saves)
+    with pytest.raises(KeyboardInterrupt):
+        train_seeds(configs, tiny_splits.train, tiny_splits.test, str(tmp_path / "cut"))
+    monkeypatch.setattr(epochs, "write_checkpoint", write)
+    heard = []
+    resumed = train_seeds(configs, tiny_splits.train, tiny_splits.test, str(tmp_path / "cut"),
+                          resume=True, log=heard.append)
+    assert resumed is not None and any("one save ahead" in line for line in heard)
+    for ours, theirs in zip(resumed, full):
+        assert ours["resumed_from_epoch"] == 1
+        assert [h["loss"] for h in ours["history"]] == [h["loss"] for h in theirs["history"]]
+    for seed in SEEDS:
+        name = f"checkpoints/hybrid_seed{seed}.ckpt"
+        ours, theirs = load(tmp_path / "cut" / name), load(tmp_path / "full" / name)
+        for key, value in theirs["model"].items():
+            assert torch.equal(ours["model"][key], value), key
 
 
 def test_unstack_stack_round_trip(images):

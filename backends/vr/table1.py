@@ -135,8 +135,13 @@ class MosaicTable1:
             return None
         from minimal_attn.backends.vr.batched_seeds import train_seeds
 
-        return train_seeds([self.run_config(paradigm, s) for s in self.seeds],
+        runs = train_seeds([self.run_config(paradigm, s) for s in self.seeds],
                            self.train, self.test, out, resume, callback, log, progress)
+        if runs is None and log is not None:
+            log(f"{paradigm}: the seeds' checkpoints in {out} hold different epochs (or some "
+                "are missing), so they cannot go on batched; each seed resumes on its own, "
+                "equal to the batched run to float rounding")
+        return runs
 
     def aggregate(self, runs):
         """results.json's entry; on test mosaics of training images also ``test_seen``,

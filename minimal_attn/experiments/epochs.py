@@ -30,6 +30,7 @@ batched or not, goes through the same steps:
   rule ended earlier excepted).
 """
 
+import os
 import time
 from typing import Any, List, Optional, Protocol, Sequence, Tuple
 
@@ -123,14 +124,28 @@ def run_epochs(config, trainer, fingerprint, out_dir=None, resume=False, progres
 def _resume(configs, trainer, fingerprint, out_dir, log):
     """Per lane (meta, payload) of its checkpoint, all None for a fresh start, or None when
     the lanes cannot continue together (some lack a checkpoint, or they hold different
-    epochs not explained by the stop rule)."""
-    saved = [read_checkpoint(checkpoint_path(out_dir, c), trainer, c, fingerprint, log)
-             for c in configs]
+    epochs not explained by the stop rule).
+
+    The lanes save one after another, so a run killed between two saves leaves some lanes
+    one save ahead: those step back to their ``.prev`` (the save before, where the others
+    are), and the lanes go on together exactly as if uninterrupted."""
+    paths = [checkpoint_path(out_dir, c) for c in configs]
+    saved = [read_checkpoint(path, trainer, c, fingerprint, log)
+             for path, c in zip(paths, configs)]
     if all(meta is None for meta, _ in saved):
         return [(None, None)] * len(configs)
     if any(meta is None for meta, _ in saved):
         return None
-    start = max(meta["epoch"] for meta, _ in saved)
+    live = [meta["epoch"] for c, (meta, _) in zip(configs, saved)
+            if not c.stopped(meta["history"])]
+    start = min(live) if live else max(meta["epoch"] for meta, _ in saved)
+    for k, (c, (meta, _)) in enumerate(zip(configs, saved)):
+        if meta["epoch"] > start and os.path.exists(paths[k] + ".prev"):
+            before = read_checkpoint(paths[k] + ".prev", trainer, c, fingerprint, log)
+            if before[0] is not None and before[0]["epoch"] == start:
+                log(f"{os.path.basename(paths[k])}: one save ahead of the other seeds (the "
+                    f"run stopped between saves); continuing from its epoch {start} save")
+                saved[k] = before
     if any(meta["epoch"] != start and not c.stopped(meta["history"])
            for c, (meta, _) in zip(configs, saved)):
         return None
