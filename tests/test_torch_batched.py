@@ -211,6 +211,19 @@ def test_per_seed_hybrid_switch_equals_separate_runs(tiny_splits, tmp_path):
         assert_states_match(load(tmp_path / "b" / name), load(tmp_path / "s" / name))
 
 
+def _assert_resumed_equals_full(resumed, full, tmp_path):
+    """Resumed at epoch 1 with the uninterrupted run's losses and final weights, bit for bit
+    (the runs in tmp_path/cut and tmp_path/full)."""
+    for ours, theirs in zip(resumed, full):
+        assert ours["resumed_from_epoch"] == 1
+        assert [h["loss"] for h in ours["history"]] == [h["loss"] for h in theirs["history"]]
+    for seed in SEEDS:
+        name = f"checkpoints/hybrid_seed{seed}.ckpt"
+        ours, theirs = load(tmp_path / "cut" / name), load(tmp_path / "full" / name)
+        for key, value in theirs["model"].items():
+            assert torch.equal(ours["model"][key], value), key
+
+
 def test_resume_equals_uninterrupted(tiny_splits, tmp_path):
     configs = configs_for("hybrid")
     full = train_seeds(configs, tiny_splits.train, tiny_splits.test, str(tmp_path / "full"))
@@ -224,14 +237,7 @@ def test_resume_equals_uninterrupted(tiny_splits, tmp_path):
                     callback=stop_after_first_epoch)
     resumed = train_seeds(configs, tiny_splits.train, tiny_splits.test, str(tmp_path / "cut"),
                           resume=True)
-    for ours, theirs in zip(resumed, full):
-        assert ours["resumed_from_epoch"] == 1
-        assert [h["loss"] for h in ours["history"]] == [h["loss"] for h in theirs["history"]]
-    for seed in SEEDS:
-        name = f"checkpoints/hybrid_seed{seed}.ckpt"
-        ours, theirs = load(tmp_path / "cut" / name), load(tmp_path / "full" / name)
-        for key, value in theirs["model"].items():
-            assert torch.equal(ours["model"][key], value), key
+    _assert_resumed_equals_full(resumed, full, tmp_path)
     # a seed without its checkpoint (nor the one before): the seeds cannot continue together
     # (without the newest alone, it and the others go on from the save before)
     for name in ("hybrid_seed1.ckpt", "hybrid_seed1.ckpt.prev"):
@@ -264,14 +270,7 @@ def test_resume_between_two_seeds_saves_equals_uninterrupted(tiny_splits, tmp_pa
     resumed = train_seeds(configs, tiny_splits.train, tiny_splits.test, str(tmp_path / "cut"),
                           resume=True, log=heard.append)
     assert resumed is not None and any("one save ahead" in line for line in heard)
-    for ours, theirs in zip(resumed, full):
-        assert ours["resumed_from_epoch"] == 1
-        assert [h["loss"] for h in ours["history"]] == [h["loss"] for h in theirs["history"]]
-    for seed in SEEDS:
-        name = f"checkpoints/hybrid_seed{seed}.ckpt"
-        ours, theirs = load(tmp_path / "cut" / name), load(tmp_path / "full" / name)
-        for key, value in theirs["model"].items():
-            assert torch.equal(ours["model"][key], value), key
+    _assert_resumed_equals_full(resumed, full, tmp_path)
 
 
 def test_unstack_stack_round_trip(images):
