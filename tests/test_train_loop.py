@@ -104,8 +104,12 @@ def test_checkpoint_settings_depend_on_the_paradigm():
     sa = TrainConfig(paradigm="sa", lr=0.1, epochs=4)
     assert affecting(sa, None) == affecting(
         TrainConfig(paradigm="sa", lr=0.1, epochs=8, hybrid_lr=0.7, switch_epoch=2,
-                    threshold=0.5, device="cuda"), None)
+                    device="cuda"), None)
     assert affecting(sa, None) != affecting(TrainConfig(paradigm="sa", lr=0.2), None)
+    # the stop rule moves where a run ends; the SAIF threshold scores its history
+    for other in (dict(stop_loss=0.05), dict(threshold=0.5)):
+        assert affecting(sa, None) != affecting(TrainConfig(paradigm="sa", lr=0.1, **other),
+                                                None)
     hybrid = TrainConfig(paradigm="hybrid", lr=0.1, hybrid_lr=0.3, switch_epoch="auto")
     assert affecting(hybrid, None)["lr"] == {"sa": 0.1, "ha": 0.3}
     assert affecting(hybrid, None) != affecting(
