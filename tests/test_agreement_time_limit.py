@@ -51,6 +51,17 @@ def test_a_row_stopped_by_a_time_limit_continues_to_the_uninterrupted_row(tmp_pa
         (tmp_path / "cut" / "table.md").read_text()
     # the standard model's stopping point is evaluated as a last step: its row is whole
     assert all(cut[k] is not None for k in ("A_alpha_beta", "A_delta_beta_uf", "A_hat"))
+    # interrupted while writing the finished row: the row's files stay the partial set
+    from minimal_attn.experiments import plots
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    before = {n: (tmp_path / "cut" / n).read_bytes() for n in ("table.md", "agreement.json")}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plots, "plot_agreement_curves", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            run_agreement(AgreementConfig(dataset="sst2", data_dir=data, **TINY), out)
+    assert before == {n: (tmp_path / "cut" / n).read_bytes() for n in before}
     rest = run_agreement(AgreementConfig(dataset="sst2", data_dir=data, **TINY), out)
     assert not any(rest["time_limited"].values())
     assert _plain(rest) == _plain(whole)       # every number of every table and curve

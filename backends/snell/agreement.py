@@ -52,6 +52,7 @@ from minimal_attn.experiments.io import (
     atomic_open,
     check_output_dir,
     ensure_dir,
+    staged_folder,
     undo_on_refusal,
     write_csv,
     write_json,
@@ -249,16 +250,17 @@ def _write_outputs(out_dir, dataset, result, task):
     note = ("" if not cut else "\n**Partial: a time limit stopped " + ", ".join(
         f"{name} at step {step}" for name, step in cut.items())
         + "**; the same command without the limit continues them.\n")
-    write_text(os.path.join(out_dir, "table.md"),
-               agreement_table.markdown_table(dataset, variants) + note)
     rows = []
     for title, row in variants.items():
         rows += [[title] + r for r in agreement_table.table_rows(dataset, row, title == "Table 2")]
-    write_csv(os.path.join(out_dir, "table.csv"),
-              ["variant", "task"] + list(agreement_table.COLUMNS), rows)
-    write_json(os.path.join(out_dir, "agreement.json"), _jsonable(result))
     from minimal_attn.experiments.plots import plot_agreement_curves
-    plot_agreement_curves(result, os.path.join(out_dir, "agreement_curves.png"))
+    with staged_folder(out_dir) as stage:      # the four files move in together: never a mix
+        write_text(os.path.join(stage, "table.md"),
+                   agreement_table.markdown_table(dataset, variants) + note)
+        write_csv(os.path.join(stage, "table.csv"),
+                  ["variant", "task"] + list(agreement_table.COLUMNS), rows)
+        write_json(os.path.join(stage, "agreement.json"), _jsonable(result))
+        plot_agreement_curves(result, os.path.join(stage, "agreement_curves.png"))
 
 
 def _jsonable(obj):

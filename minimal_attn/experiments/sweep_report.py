@@ -23,7 +23,7 @@ import json
 import os
 
 from minimal_attn.experiments import plots
-from minimal_attn.experiments.io import atomic_open, write_csv, write_text
+from minimal_attn.experiments.io import atomic_open, staged_folder, write_csv, write_text
 from minimal_attn.experiments.results_store import read_cells
 from minimal_attn.experiments.sweep_grid import OPERATIONAL
 from minimal_attn.experiments.train_report import SUMMARY_HEADER, summary_rows
@@ -94,17 +94,19 @@ def write_merged(out, names, grid=None):
     entries, missing = merged(out, names)
     # where the cells ran (data_dir, threads, ...) is not part of the result
     grid = {k: v for k, v in (grid or {}).items() if k not in OPERATIONAL}
-    with atomic_open(os.path.join(out, "results.json"), "w") as f:
-        json.dump({"format": 1, "grid": grid, "cells": entries, "missing": missing}, f,
-                  indent=1, sort_keys=True)
-        f.write("\n")
-    if any(e["kind"] == "table2" for e in entries):
+    table2 = any(e["kind"] == "table2" for e in entries)
+    if table2:
         from minimal_attn.experiments.sweep_table2 import csv_rows
-
-        write_csv(os.path.join(out, "summary.csv"), *csv_rows(entries))
+    with staged_folder(out) as stage:         # the three files move in together
+        with atomic_open(os.path.join(stage, "results.json"), "w") as f:
+            json.dump({"format": 1, "grid": grid, "cells": entries, "missing": missing}, f,
+                      indent=1, sort_keys=True)
+            f.write("\n")
+        write_csv(os.path.join(stage, "summary.csv"),
+                  *(csv_rows(entries) if table2 else _csv_rows(entries)))
+        write_text(os.path.join(stage, "summary.md"), summary_markdown(entries, missing))
+    if table2:                                # the figure, drawn from them, after
         plots.plot_table2_rows(entries, os.path.join(out, "figures", "table2.png"))
     else:
-        write_csv(os.path.join(out, "summary.csv"), *_csv_rows(entries))
         plots.plot_sweep_cells(entries, os.path.join(out, "figures", "table1.png"))
-    write_text(os.path.join(out, "summary.md"), summary_markdown(entries, missing))
     return entries, missing
