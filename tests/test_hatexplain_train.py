@@ -298,3 +298,11 @@ def test_a_seed_that_diverges_is_recorded_and_the_others_go_on(toy_dir, tmp_path
         run_hatexplain(config, toy_dir)
     with pytest.raises(InputError, match="on_divergence must be stop or record"):
         run_hatexplain(replace(config, on_divergence="skip"), toy_dir)
+
+
+def test_a_metric_no_post_defines_is_shown_as_n_a():
+    # SAIF over posts of which none has a rationale is NaN: the tables say n/a, not "nan ± 0.0"
+    from minimal_attn.experiments.train_report import pct
+
+    assert pct({"saif": float("nan"), "saif_std": 0.0}, "saif") == "n/a"
+    assert pct({"accuracy": 0.5, "accuracy_std": 0.125}, "accuracy") == "50.0 ± 12.5"

@@ -17,7 +17,7 @@ is HateXplain's: the paper's rows and the posts with and without a rationale.
 """
 
 from minimal_attn.experiments import train_report
-from minimal_attn.experiments.train_report import mean_std
+from minimal_attn.experiments.train_report import mean_std, pct
 
 #: V&R Table 1 (test set, %): embedding -> row name, SAIF and accuracy per paradigm.
 PAPER_ROWS = {
@@ -43,14 +43,10 @@ def aggregate(runs):
     return entry
 
 
-def _pct(entry, key):
-    return f"{100 * entry[key]:.1f} ± {100 * entry[key + '_std']:.1f}"
-
-
 def summary_rows(results, embedding):
     paper = PAPER_ROWS[embedding]
-    return [[p, _pct(e["train"], "accuracy"), _pct(e["train"], "saif"),
-             _pct(e["test"], "accuracy"), _pct(e["test"], "saif"),
+    return [[p, pct(e["train"], "accuracy"), pct(e["train"], "saif"),
+             pct(e["test"], "accuracy"), pct(e["test"], "saif"),
              paper["accuracy"][p], paper["saif"][p], f"{e['seconds']:.1f}"]
             for p, e in results.items()]
 

@@ -9,6 +9,7 @@ written last); :class:`HistoryLog` appends one JSON line per epoch as it happens
 """
 
 import json
+import math
 import os
 
 import numpy as np
@@ -56,7 +57,11 @@ def aggregate(runs):
     return entry
 
 
-def _pct(entry, key):
+def pct(entry, key):
+    """``mean ± std`` in percent; "n/a" where the metric is undefined (NaN: e.g. SAIF on
+    posts of which none has a rationale)."""
+    if not math.isfinite(entry[key]):
+        return "n/a"
     return f"{100 * entry[key]:.1f} ± {100 * entry[key + '_std']:.1f}"
 
 
@@ -71,8 +76,8 @@ def summary_rows(results, m, dataset=None):
     rows = []
     for p, e in results.items():
         saif, acc = paper.get(p, ("-", "-"))
-        rows.append([p, m, _pct(e["train"], "accuracy"), _pct(e["train"], "saif"),
-                     _pct(e["test"], "accuracy"), _pct(e["test"], "saif"), acc, saif])
+        rows.append([p, m, pct(e["train"], "accuracy"), pct(e["train"], "saif"),
+                     pct(e["test"], "accuracy"), pct(e["test"], "saif"), acc, saif])
     return rows
 
 
