@@ -90,6 +90,11 @@ def test_resume_without_checkpoint_starts_fresh(tmp_path):
     r = run(*NUMPY, "--paradigm", "sa", "--out", str(tmp_path / "new"), "--resume")
     assert r.exit_code == 0, r.output
     assert "starting fresh" in r.stdout
+    # killed between a save's two renames: only .prev is there, and the run continues from it
+    ckpt = tmp_path / "new" / "checkpoints" / "sa_seed0.ckpt"
+    ckpt.rename(str(ckpt) + ".prev")
+    again = run(*NUMPY, "--paradigm", "sa", "--out", str(tmp_path / "new"), "--resume")
+    assert again.exit_code == 0 and "starting fresh" not in again.stdout, again.output
 
 
 def test_torch_backend_synthetic(tmp_path, torch_one_thread):
