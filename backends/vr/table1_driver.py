@@ -134,8 +134,8 @@ def _train_paradigm(data, p, out, resume, progress, epoch_done, log, failed=None
     runs = []
     for seed in data.seeds:
         config = data.run_config(p, seed)
-        path = checkpoint_path(out, config)
-        if resume and not (os.path.exists(path) or os.path.exists(path + ".prev")):
+        if resume and not any(os.path.exists(checkpoint_path(out, config) + end)
+                              for end in ("", ".prev")):
             log(f"no checkpoint for {p} seed {seed} in {out}: starting fresh")
         try:
             runs.append(data.train_seed(config, out, resume, progress, epoch_done, log))
