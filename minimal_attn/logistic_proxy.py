@@ -22,6 +22,7 @@ from scipy import optimize, sparse
 
 from minimal_attn._numerics import log_softmax
 from minimal_attn.errors import InputError
+from minimal_attn.losses import _minus_onehot
 
 LAMBDAS = tuple(10.0 ** k for k in range(-7, 3))   # ten orders of magnitude
 
@@ -41,11 +42,9 @@ def features(src, n_vocab):
 def loss_and_grad(B, X, y, lam):
     """Penalised mean NLL of Snell Eq. (55) and its gradient, B (|O|, |I|), y (N,) class ids."""
     logp = log_softmax(np.asarray(X @ B.T))                         # (N, |O|)
-    N = X.shape[0]
+    N, y = X.shape[0], np.asarray(y)
     loss = -logp[np.arange(N), y].mean() + 0.5 * lam * np.sum(B * B)
-    Y = np.zeros_like(logp)
-    Y[np.arange(N), y] = 1.0
-    dz = (1.0 - Y) * np.exp(logp) + Y * np.expm1(logp)              # P - Y, exact at P_y ~ 1
+    dz = _minus_onehot(np.exp(logp), y, per_segment=False)          # P - Y, exact at P_y ~ 1
     return loss, np.asarray((X.T @ dz).T) / N + lam * B             # (|O|, |I|)
 
 
