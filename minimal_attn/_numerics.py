@@ -34,12 +34,17 @@ def logsumexp(z, axis=-1, keepdims=False):
 
 
 def log_softmax(z, axis=-1):
-    """``z - logsumexp(z)``, written ``(z - zmax) - log1p(rest)``: exact 0 - tiny at the max."""
+    """``z - logsumexp(z)``, written ``(z - zmax) - log1p(rest)``: exact 0 - tiny at the max.
+
+    A row that is all -inf has no softmax (0/0): its entries are NaN, as they
+    are in ``scipy.special.log_softmax``; nothing here refuses it.
+    """
     zmax, log_rest = _max_and_log1p_rest(z, axis)
     return (z - zmax) - log_rest
 
 
 def softmax(z, axis=-1):
+    """``exp(log_softmax(z))``: NaN on a row that is all -inf (:func:`log_softmax`)."""
     return get_xp(z).exp(log_softmax(z, axis=axis))
 
 

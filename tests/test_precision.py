@@ -182,3 +182,19 @@ def test_lv_focus_gradient_keeps_its_digits_at_log_likelihoods_of_1e4(seed, m, s
     ref = _reference_lv_focus(scores, log_lik) / 3             # of the inputs as rounded
     tol = 2e-6 if dtype == np.float32 else 1e-13
     assert np.abs(dscores - ref).max() <= tol * np.abs(ref).max(), (dscores, ref)
+
+
+def test_softmax_of_an_all_minus_inf_row_is_nan_and_leaves_the_others():
+    """The documented edge of :func:`minimal_attn._numerics.log_softmax`: a row with no
+    finite score has no softmax (NaN, as scipy gives), and the rows beside it keep theirs."""
+    from scipy.special import log_softmax as scipy_log_softmax
+
+    from minimal_attn import losses
+
+    z = np.array([[-np.inf, -np.inf, -np.inf], [1e4, -np.inf, 0.0], [0.0, 1.0, 2.0]])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ours, want = losses.log_softmax(z), scipy_log_softmax(z, axis=-1)
+        probs = losses.softmax(z)
+    assert np.isnan(ours[0]).all() and np.isnan(probs[0]).all()
+    np.testing.assert_allclose(ours[1:], want[1:], rtol=1e-15)
+    np.testing.assert_allclose(probs[1:].sum(axis=-1), 1.0, rtol=1e-15)
