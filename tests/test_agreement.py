@@ -103,6 +103,21 @@ def test_kendall_tau():
     assert math.isnan(agr.kendall_tau([1.0], [2.0]))
     assert math.isnan(agr.kendall_tau([1.0, 2.0], [3.0, 3.0]))
     assert agr.kendall_tau([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(2 / 3)
+    # ties (a repeated source word gives equal probe values): 4 concordant pairs, none
+    # discordant, one pair tied in u only, one in v only: tau-b = 4 / sqrt(5 * 5) = 0.8
+    # (tau-c would give 0.75, tau-a 2/3)
+    assert agr.kendall_tau([1, 2, 2, 3], [1, 2, 3, 3]) == pytest.approx(0.8, rel=1e-12)
+
+
+@pytest.mark.parametrize("kendall", [False, True])
+def test_average_agreement_uses_its_percent_for_the_baseline_too(kendall):
+    """L = 10 at 50 %: k = 5, so Â of a strictly ordered v is 5/10 (1/10 at the default
+    5 %), and u's tops (positions 9 and 5) are among v's top 5 (Snell Eq. (10))."""
+    us = [np.eye(10)[[9, 5]]]
+    vs = [np.tile(np.arange(10.0), (2, 1))]
+    out = agr.average_agreement(us, vs, percent=50, kendall=kendall)
+    assert out["baseline"] == pytest.approx(0.5)
+    assert out["agreement"] == pytest.approx(1.0)
 
 
 def test_average_over_output_words():

@@ -146,6 +146,15 @@ def test_zero_attention_ignores_impossible_positions():
         assert all(torch.isfinite(x).all() for x in g)
 
 
+def test_uniform_attention_spreads_over_the_real_positions_only():
+    """beta^uf's model (Snell Sec. 3.2): alpha = 1 / (real positions), 0 at padding."""
+    mask = torch.tensor([[True, True, False, False], [True, True, True, True]])
+    scores = torch.randn(2, 4, dtype=torch.float64)          # ignored under uniform
+    alpha = al.log_attention(scores, mask, uniform=True).exp()
+    want = torch.tensor([[0.5, 0.5, 0.0, 0.0], [0.25] * 4], dtype=torch.float64)
+    assert torch.equal(alpha, want)
+
+
 def test_lv_keeps_its_digits_near_zero_loss():
     """p close to 1: -log M ~ 1 - M, computed from q without cancellation."""
     log_lik = torch.tensor([[-1e-17, -3e-17]], dtype=torch.float64)

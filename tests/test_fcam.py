@@ -100,3 +100,15 @@ def test_hybrid_switches_from_sa_to_ha():
     after, a_hist = fcam.train(sa, D.X, D.y, "ha", lr=0.3, steps=3)
     np.testing.assert_allclose(h_hist, s_hist + a_hist, rtol=1e-12)
     np.testing.assert_allclose(hybrid["W"], after["W"], rtol=1e-12)
+
+
+def test_hybrid_switches_halfway_by_default():
+    """Without ``switch_step`` the hybrid trains SA for ``steps // 2`` steps (7 steps: 3)."""
+    D = data.linear_orthogonal(50, 3, 2, seed=2)
+    p0 = fcam.init_params(D.X.shape[2], 2, scale=0.1, seed=0)
+    default, d_hist = fcam.train(p0, D.X, D.y, "hybrid", lr=0.3, steps=7)
+    given, g_hist = fcam.train(p0, D.X, D.y, "hybrid", lr=0.3, steps=7, switch_step=3)
+    other, o_hist = fcam.train(p0, D.X, D.y, "hybrid", lr=0.3, steps=7, switch_step=4)
+    np.testing.assert_array_equal(d_hist, g_hist)
+    np.testing.assert_array_equal(default["W"], given["W"])
+    assert not np.array_equal(d_hist, o_hist)            # the switch step shows in the loss

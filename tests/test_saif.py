@@ -103,6 +103,15 @@ def test_foreground_scores_and_summary():
     assert out["heatmap"][4][4] == 75.0 and out["heatmap"][1][2] == 25.0
 
 
+def test_accuracy_is_the_argmax_with_three_classes():
+    """With C = 3 the true class can win with s_y < 1/2 (row 1) and lose with s_y > 1/3
+    (row 2): accuracy counts argmax(s) == y, not a bar on s_y."""
+    a = np.array([[0.9, 0.05, 0.05], [0.9, 0.05, 0.05]])
+    s = np.array([[0.3, 0.4, 0.3], [0.6, 0.35, 0.05]])
+    out = summarise(a, s, np.array([1, 1]), np.array([0, 0]))
+    assert out["accuracy"] == 0.5
+
+
 def test_foreground_scores_validation():
     a, s = np.full((2, 3), 1 / 3), np.full((2, 2), 0.5)
     with pytest.raises(InputError, match="z must hold integers in 0..2"):
