@@ -15,7 +15,7 @@ from minimal_attn.backends.snell.config import (
 )
 
 # the configs live in the library; these modules import torch only inside functions
-from minimal_attn.backends.snell.synthetic_experiments import TASKS, run_synthetic
+from minimal_attn.backends.snell.synthetic_experiments import TASKS, run_synthetic, saved_eval_every
 from minimal_attn.cli.options import (
     CONTEXT,
     ProgressBar,
@@ -49,7 +49,8 @@ def _sizes(name):
               help="Sequences per step and seed " + _sizes("batch_size"))
 @click.option("--lr", type=float, default=None, help="Adam learning rate " + _sizes("lr"))
 @click.option("--eval-every", type=int, default=None,
-              help="Steps between test evaluations and checkpoints [steps/20].")
+              help="Steps between test evaluations and checkpoints [steps/20; with "
+                   "--resume: the checkpointed run's].")
 @click.option("--n-test", type=int, default=default(SyntheticConfig, "n_test"),
               show_default=True, help="Fixed test sequences per seed.")
 @click.option("--heads", type=int, default=default(run_synthetic, "heads"), show_default=True,
@@ -107,6 +108,8 @@ def synthetic(task, seeds, steps, hidden, embed, batch_size, lr, eval_every, n_t
 
     from minimal_attn.backends.snell.synthetic_experiments import check_synthetic
 
+    if resume and eval_every is None and out is not None:
+        eval_every = saved_eval_every(out)         # the cadence the run started with
     config, seeds = sized_config("paper" if paper_size else "cpu", seeds=seeds, steps=steps,
                                  hidden=hidden, embed=embed, batch_size=batch_size, lr=lr,
                                  eval_every=eval_every, n_test=n_test, device=device,

@@ -76,6 +76,24 @@ def test_resume_continues_exactly(tmp_path):
     assert [s["accuracy"] for s in a["seeds"]] == [s["accuracy"] for s in b["seeds"]]
 
 
+def test_resume_to_more_steps_keeps_the_default_cadence(tmp_path):
+    """Without --eval-every the default is a twentieth of --steps: 40 steps evaluate every
+    2. Resumed to 60 steps, the run keeps evaluating every 2 (not every 3, which the
+    checkpoint would refuse) and ends where one run given --eval-every 2 does."""
+    common = ["copy-control", "--seeds", "1", *TINY[2:8], "--no-progress"]
+    assert "--eval-every" not in common
+    part = tmp_path / "part"
+    assert _run([*common, "--steps", "40", "--out", str(part)]).exit_code == 0
+    rest = _run([*common, "--steps", "60", "--out", str(part), "--resume"])
+    assert rest.exit_code == 0, rest.output
+    whole = tmp_path / "whole"
+    assert _run([*common, "--steps", "60", "--eval-every", "2",
+                 "--out", str(whole)]).exit_code == 0
+    a, b = (json.loads((p / "results.json").read_text())["seeds"][0] for p in (part, whole))
+    assert a["step"] == b["step"] == list(range(0, 61, 2))
+    assert a["accuracy"] == b["accuracy"]
+
+
 @pytest.mark.parametrize("args,needle", [
     (["copy", "--seeds", "0"], "--seeds"),
     (["copy", "--hidden", "-3"], "--hidden"),

@@ -182,6 +182,19 @@ def check_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_d
         check_output_dir(out_dir)
 
 
+def saved_eval_every(out_dir):
+    """The ``eval_every`` of the run checkpointed in ``out_dir`` (None: no checkpoint).
+
+    A resumed run that does not set it keeps the cadence it started with: the default,
+    a twentieth of the steps (:func:`.config.sized_config`), would change with a larger
+    ``steps`` and the checkpoint would be refused as another run's.
+    """
+    ckpt = os.path.join(out_dir, "checkpoints", "train.ckpt")
+    if not any(os.path.exists(p) for p in (ckpt, ckpt + ".prev")):
+        return None
+    return (read_checkpoint(ckpt) or {}).get("config", {}).get("eval_every")
+
+
 def run_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_dir=None,
                   resume=False, progress=None, log=None, pool_seed=None, head_pool=None):
     """Train ``task`` over ``seeds`` seeds per condition; write results.json and figures.
