@@ -51,3 +51,16 @@ def test_docs_core_md_holds_the_notation_table_as_generated():
         pytest.skip("minimal_attn is installed without the checkout's docs/")
     assert notation.as_markdown().rstrip("\n") in docs.read_text(), (
         "docs/core.md's notation table is stale: paste minimal_attn.notation.as_markdown()")
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/core.md"])
+def test_the_pages_python_snippets_run_as_written(page, tmp_path, monkeypatch):
+    """The NumPy snippets a reader copies first (the README's ten lines, core.md's API)."""
+    path = CORE.parent / page
+    if not path.exists():
+        pytest.skip(f"minimal_attn is installed without the checkout's {page}")
+    blocks = re.findall(r"^```python\n(.*?)^```", path.read_text(), flags=re.S | re.M)
+    assert blocks, f"{page} has no python snippet"
+    monkeypatch.chdir(tmp_path)
+    for block in blocks:
+        exec(compile(block, page, "exec"), {})
