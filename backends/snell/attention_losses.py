@@ -6,10 +6,10 @@ token t over the source positions l. With :math:`\alpha_{t,l}` the attention
 (Snell Eqs. (1), (7)) and :math:`p(y_t \mid s_t, h_l)` the output computed from
 position l alone (the lexical probe, Snell Eqs. (4), (9)):
 
-* SA (V&R Eq. (7)): :math:`-\log p(y_t \mid s_t, c_t)`, :math:`c_t = \sum_l \alpha_{t,l} h_l`,
-  the models' own output (Snell Eqs. (2)-(3), (8));
-* HA (V&R Eq. (9)): :math:`\sum_l \alpha_{t,l}\,(-\log p(y_t \mid s_t, h_l))`;
-* LV (V&R Eq. (11)): :math:`-\log \sum_l \alpha_{t,l}\, p(y_t \mid s_t, h_l)`.
+* SA (V&R Sec. 2.3, :math:`L^{SA}`): :math:`-\log p(y_t \mid s_t, c_t)`,
+  :math:`c_t = \sum_l \alpha_{t,l} h_l`, the models' own output (Snell Eqs. (2)-(3), (8));
+* HA (V&R Sec. 2.3, :math:`L^{HA}`): :math:`\sum_l \alpha_{t,l}\,(-\log p(y_t \mid s_t, h_l))`;
+* LV (V&R Sec. 2.3, :math:`L^{LV}`): :math:`-\log \sum_l \alpha_{t,l}\, p(y_t \mid s_t, h_l)`.
 
 A one-token target is exactly an FCAM with m = L segments, and there these
 functions equal :func:`minimal_attn.losses.loss_ha` / ``loss_lv`` (tested to
@@ -42,7 +42,8 @@ _LOG_HALF = -math.log(2.0)
 
 # --------------------------------------------------------------- losses (per token)
 def loss_ha(log_alpha, log_lik):
-    r"""HA per token, V&R Eq. (9): :math:`-\sum_l \alpha_{t,l}\,\ell\ell_{t,l}`; (..., L) -> (...).
+    r"""HA per token, V&R Sec. 2.3 (its gradients: V&R Eqs. (9)-(10)):
+    :math:`-\sum_l \alpha_{t,l}\,\ell\ell_{t,l}`; (..., L) -> (...).
 
     ``log_lik`` :math:`\ell\ell_{t,l} = \log p(y_t \mid s_t, h_l)`. Zero attention
     (``log_alpha = -inf``) contributes 0 even where ``log_lik`` is -inf.
@@ -53,7 +54,8 @@ def loss_ha(log_alpha, log_lik):
 
 
 def loss_lv(log_alpha, log_lik):
-    r"""LV per token, V&R Eq. (11): :math:`-\log\sum_l \alpha_{t,l}\, e^{\ell\ell_{t,l}}`.
+    r"""LV per token, V&R Sec. 2.3 (its gradients: V&R Eqs. (11)-(12)):
+    :math:`-\log\sum_l \alpha_{t,l}\, e^{\ell\ell_{t,l}}`.
 
     (..., L) -> (...).
 
