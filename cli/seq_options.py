@@ -8,7 +8,7 @@ import click
 from minimal_attn.backends.snell.config import AgreementConfig
 from minimal_attn.cli.options import progress_option
 from minimal_attn.datasets.seq import DATASETS
-from minimal_attn.errors import InputError
+from minimal_attn.errors import PARADIGM_ALIASES, InputError
 
 D = AgreementConfig()
 
@@ -79,9 +79,10 @@ def data_and_model_options(f):
     return f
 
 
+PARADIGM_CHOICES = ["sa", "ha", "lv", "hybrid", *PARADIGM_ALIASES]
 PARADIGM_HELP = ("sa (Snell's model), ha, lv or hybrid: V&R's losses and inference rules per "
-                 "output over the source positions (the probe's per-position outputs) "
-                 "[sa].")
+                 "output over the source positions (the probe's per-position outputs); "
+                 "aliases soft, hard, lvml [sa].")
 
 
 def paradigm_options(f):
@@ -89,13 +90,12 @@ def paradigm_options(f):
     f = click.option("--switch-step", default=None, metavar="N|auto",
                      help="hybrid: first HA step, or auto (when SA's focus stalls) "
                           "[steps/2].")(f)
-    return click.option("--paradigm", type=click.Choice(["sa", "ha", "lv", "hybrid", "soft",
-                                                         "hard"]),
-                         default=None, help=PARADIGM_HELP)(f)
+    return click.option("--paradigm", type=click.Choice(PARADIGM_CHOICES), default=None,
+                        help=PARADIGM_HELP)(f)
 
 
 def paradigm_kwargs(paradigm, switch_step):
-    """The given paradigm options as config fields (``soft``/``hard`` -> ``sa``/``ha``).
+    """The given paradigm options as config fields (an alias such as ``lvml`` -> ``lv``).
 
     A ``--switch-step`` without ``--paradigm hybrid`` is refused rather than ignored: the
     command runs one paradigm, and only the hybrid has a switch. (The library's configs
@@ -103,7 +103,7 @@ def paradigm_kwargs(paradigm, switch_step):
     """
     out = {}
     if paradigm is not None:
-        out["paradigm"] = {"soft": "sa", "hard": "ha"}.get(paradigm, paradigm)
+        out["paradigm"] = PARADIGM_ALIASES.get(paradigm, paradigm)
     if switch_step is not None and paradigm != "hybrid":
         raise InputError(f"--switch-step applies to the hybrid only, and the paradigm is "
                          f"{out.get('paradigm', 'sa')}: add --paradigm hybrid or drop "

@@ -25,7 +25,7 @@ from minimal_attn.cli.options import (
     progress_option,
     resume_note,
 )
-from minimal_attn.cli.seq_options import PARADIGM_HELP, paradigm_kwargs
+from minimal_attn.cli.seq_options import PARADIGM_CHOICES, PARADIGM_HELP, paradigm_kwargs
 from minimal_attn.experiments.io import check_new_run
 
 CPU, PAPER = SYNTHETIC_SIZES["cpu"], SYNTHETIC_SIZES["paper"]
@@ -71,7 +71,7 @@ def _sizes(name):
 @click.option("--resume", is_flag=True, help="Continue from the checkpoints in --out.")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]),
               default=default(SyntheticConfig, "device"), show_default=True)
-@click.option("--paradigm", type=click.Choice(["sa", "ha", "lv", "hybrid", "soft", "hard"]),
+@click.option("--paradigm", type=click.Choice(PARADIGM_CHOICES),
               default=SyntheticConfig.paradigm, show_default=True,
               help=PARADIGM_HELP.replace(" [sa].", "; one-head seq2seq tasks only."))
 @click.option("--switch-step", default=None, metavar="N|auto",

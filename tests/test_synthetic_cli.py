@@ -128,3 +128,12 @@ def test_multihead_vocab_reaches_the_model_and_the_cache(tmp_path):
     assert json.loads((out / "head_pool.json").read_text())["meta"]["config"]["vocab"] == 60
     state = torch.load(out / "checkpoints" / "train.ckpt", weights_only=True)
     assert state["params"]["emb_src"].shape[1] == 61                  # ids 0..60
+
+
+@pytest.mark.parametrize("alias,paradigm", [("lvml", "lv"), ("hard", "ha"), ("soft", "sa")])
+def test_the_paradigm_aliases_of_every_command_are_accepted(tmp_path, alias, paradigm):
+    """The aliases ``ode``, ``fixed-focus`` and ``train`` take (errors.PARADIGM_ALIASES)."""
+    out = tmp_path / alias
+    res = _run(["copy-control", "--seeds", "1", *TINY, "--paradigm", alias, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert json.loads((out / "results.json").read_text())["config"]["paradigm"] == paradigm
