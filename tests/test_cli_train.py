@@ -67,6 +67,7 @@ def test_numpy_backend_all_paradigms_two_seeds(tmp_path):
     assert results["sa"]["test"]["accuracy"] > 0.5                   # chance: 1/3
     config = json.loads((out / "config.json").read_text())
     assert config["backend"] == "numpy" and config["switch_epoch"] == 1
+    assert "classifier linear" in r.stdout and "classifier paper" not in r.stdout
     # SA phase then HA phase for the hybrid
     phases = [h["phase"] for h in results["hybrid"]["history"][0]["epochs"]]
     assert phases == ["sa", "ha", "ha"]

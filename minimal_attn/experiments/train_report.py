@@ -106,7 +106,8 @@ def recipe_text(meta):
              f"optimizer {optimizer}{extra}, lr {rates}",
              f"batch {meta.get('batch_size')}",
              f"focus start {meta.get('focus_init', 'zero')}",
-             f"classifier {meta.get('classifier', 'paper')}"]
+             "classifier " + ("linear, the core's W (V&R Sec. 4)" if meta.get("backend") ==
+                              "numpy" else meta.get("classifier", "paper"))]
     if meta.get("dataset") in CIFAR_DATASETS:
         parts.append({"standard": "pixels standardised (CIFAR-10 mean, std)",
                       "half": "pixels in [-1, 1]"}[meta.get("pixels", "standard")])
