@@ -130,6 +130,17 @@ def test_provenance_of_a_copy_names_the_commit_it_was_made_from(monkeypatch, tmp
         assert (p["commit"], p["dirty"]) == ("f" * 40, dirty)
 
 
+def test_provenance_keeps_torchs_thread_count():
+    """A CPU rerun matches a record to the digit only at the same thread count."""
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert results_store.provenance(1.0)["torch_threads"] == 1
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_provenance_names_the_commit_the_cell_started_from(monkeypatch, tmp_path):
     """A commit made while a cell runs is not the code that ran."""
     monkeypatch.delenv("ATTN_DYN_COMMIT", raising=False)

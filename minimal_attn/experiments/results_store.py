@@ -10,8 +10,8 @@ record in ``results/cells/<name>.json`` in the repository:
 * ``result``: per-seed metrics with their mean and sample standard deviation;
 * ``paper``: the paper's numbers for the same cell, where it has them;
 * ``provenance``: commit (and whether the tree had uncommitted changes), date,
-  device and card, Python, NumPy, torch and CUDA versions, CPU count, wall
-  time and the command line.
+  device and card, Python, NumPy, torch and CUDA versions, CPU count, torch's
+  thread count (records since 2026-11-27), wall time and the command line.
 
 :func:`.results_tables.render` turns every record into the Markdown tables of
 ``results/README.md``, and the paper-size ones, briefly, into the README block between
@@ -84,6 +84,8 @@ def provenance(wall_seconds, device="cpu", protocol=None, command=None, repo=Non
     if torch is not None:
         out["torch"] = torch.__version__
         out["cuda"] = torch.version.cuda
+        # CPU sums split over threads round differently: a rerun matches at this count
+        out["torch_threads"] = torch.get_num_threads()
         if str(device).startswith("cuda") and torch.cuda.is_available():
             out["card"] = torch.cuda.get_device_name(torch.device(str(device)))
     return out
