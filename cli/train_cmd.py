@@ -92,7 +92,7 @@ def _task_belongs_to_train_seq(ctx, param, value):
 @click.option("--m", "m", type=int, default=D.m, show_default=True,
               help="Segments per mosaic (>= 2).")
 @click.option("--paradigm", default=default(ExperimentConfig, "paradigms"), show_default=True,
-              help="sa, ha, lv, hybrid (comma-separated) or all.")
+              help="sa, ha, lv, hybrid (comma-separated) or all; aliases soft, hard, lvml.")
 @click.option("--epochs", type=int, default=D.epochs, show_default=True,
               help="Epochs of every paradigm (equal compute; the hybrid's SA + HA).")
 @click.option("--seeds", type=int, default=D.seeds, show_default=True,
