@@ -4,7 +4,7 @@
 #   benchmarks/gpu_cells.sh --prepare CELL...     on the development machine: copy the data
 #                                                 the cells need into .gpu_data/ (ignored) and
 #                                                 the wheels attn-dyn needs into .whl/
-#   benchmarks/gpu_cells.sh [--dry-run] [--budget SECONDS] [--card h100|h200]
+#   benchmarks/gpu_cells.sh [--dry-run] [--budget SECONDS] [--card auto|h100|h200|cpu]
 #                           [--parallel N|auto] CELL...
 #                                                 on the GPU machine (carry .gpu_data and .whl)
 #
@@ -28,6 +28,8 @@
 # one), then `attn-dyn cells report`; the small files of the job's run folders (history,
 # settings, results; no checkpoints) go into $OUT/cells_runs.tar.gz, for `cells plot`.
 # --dry-run lists the cells, their estimated minutes on --card and what would run.
+# --card auto (the default) reads the card's name from nvidia-smi: an H200 is h200, an
+# H100 h100; with GPU_CELLS_DEVICE=cpu it is cpu; anything else gets h100's estimates.
 # GPU_CELLS_DEVICE=cpu runs the same path on the CPU (a smoke test with tiny-* cells);
 # GPU_CELLS_COMPILE=cudagraph|compile runs the CNN FCAM cells' steps that way (default none);
 # GPU_CELLS_COMPILE=auto first probes, inside the budget (about a minute on a card): the
@@ -44,7 +46,7 @@
 set -u
 cd "$(dirname "$0")/.."
 
-DRY=0; PREP=0; FORCE=0; BUDGET=480; CARD=h100; DATA=.gpu_data; PARALLEL=1; MARGIN=60
+DRY=0; PREP=0; FORCE=0; BUDGET=480; CARD=auto; DATA=.gpu_data; PARALLEL=1; MARGIN=60
 T2_MARGIN=150
 MIN_START=${GPU_CELLS_MIN_START:-150}   # a later cell starts only with this much time left
 CELLS=()
@@ -63,6 +65,19 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+case "$CARD" in
+  auto|h100|h200|cpu) ;;
+  *) echo "Error: --card must be auto, h100, h200 or cpu, got '$CARD'" >&2; exit 2 ;;
+esac
+if [ "$CARD" = auto ]; then   # the machine a plain call gets may be either card
+  NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+  case "${GPU_CELLS_DEVICE:-cuda}|$NAME" in
+    cpu\|*) CARD=cpu ;;
+    *H200*) CARD=h200 ;;
+    *H100*) CARD=h100 ;;
+    *) CARD=h100; echo "# --card auto: no H100 or H200 here (${NAME:-no nvidia-smi}): h100's estimates" ;;
+  esac
+fi
 PY=${PYTHON:-python3}
 command -v "$PY" >/dev/null 2>&1 || PY=python
 ATTN="$PY -m minimal_attn.cli.main"

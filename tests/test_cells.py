@@ -352,6 +352,37 @@ def test_gpu_cells_dry_run_lists_cells_with_times():
     assert "tiny-t1-synthetic-sa" in out.stdout
 
 
+def test_gpu_cells_card_auto_reads_the_card_and_a_bad_card_is_one_line(tmp_path):
+    # the machine a plain `run` gets may be an H100 or an H200: auto takes nvidia-smi's name
+    script = ROOT / "benchmarks" / "gpu_cells.sh"
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    env = dict(os.environ, PYTHON=os.environ.get("PYTHON", sys.executable))
+
+    def dry(*args, name=None):
+        if name is None:                            # no nvidia-smi on PATH
+            path = str(tmp_path / "empty") + ":/usr/bin:/bin"
+        else:
+            smi.write_text(f"#!/bin/sh\necho '{name}'\n")
+            smi.chmod(0o755)
+            path = f"{smi.parent}:/usr/bin:/bin"
+        return subprocess.run(["bash", str(script), "--dry-run", *args, "tiny-t1-synthetic-sa"],
+                              capture_output=True, text=True, cwd=ROOT, timeout=120,
+                              env=dict(env, PATH=path))
+
+    for name, card in (("NVIDIA H200", "h200"), ("NVIDIA H100 80GB HBM3", "h100")):
+        out = dry(name=name)
+        assert out.returncode == 0, out.stderr
+        assert f"card {card}," in out.stdout and "auto:" not in out.stdout
+    out = dry()
+    assert out.returncode == 0 and "card h100," in out.stdout and "no H100 or H200" in out.stdout
+    out = dry("--card", "h200", name="NVIDIA H100 80GB HBM3")      # named: taken as given
+    assert "card h200," in out.stdout
+    out = dry("--card", "a100")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.count("\n") == 1 and "auto, h100, h200 or cpu" in out.stderr
+
+
 def test_gpu_cells_dry_run_without_attn_dyn_installed_says_so(tmp_path):
     # python -S has no site-packages: run in the checkout, it finds minimal_attn in the
     # working folder but not the backends that only an install maps under it
