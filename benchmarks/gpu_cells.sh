@@ -52,6 +52,10 @@ MIN_START=${GPU_CELLS_MIN_START:-150}   # a later cell starts only with this muc
 CELLS=()
 while [ $# -gt 0 ]; do
   case "$1" in
+    --budget|--card|--parallel|--data)
+      [ $# -ge 2 ] || { echo "Error: $1 needs a value (see --help)" >&2; exit 2; } ;;
+  esac
+  case "$1" in
     --dry-run) DRY=1 ;;
     --prepare) PREP=1 ;;
     --force) FORCE=1 ;;
@@ -65,17 +69,22 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+case "$BUDGET" in
+  ''|*[!0-9]*|0) echo "Error: --budget must be a whole number of seconds > 0, got '$BUDGET'" >&2
+     exit 2 ;;
+esac
 case "$CARD" in
   auto|h100|h200|cpu) ;;
   *) echo "Error: --card must be auto, h100, h200 or cpu, got '$CARD'" >&2; exit 2 ;;
 esac
+CARD_NOTE=""
 if [ "$CARD" = auto ]; then   # the machine a plain call gets may be either card
   NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
   case "${GPU_CELLS_DEVICE:-cuda}|$NAME" in
     cpu\|*) CARD=cpu ;;
     *H200*) CARD=h200 ;;
     *H100*) CARD=h100 ;;
-    *) CARD=h100; echo "# --card auto: no H100 or H200 here (${NAME:-no nvidia-smi}): h100's estimates" ;;
+    *) CARD=h100; CARD_NOTE=" (--card auto: no H100 or H200 here, ${NAME:-no nvidia-smi}: h100's estimates)" ;;
   esac
 fi
 PY=${PYTHON:-python3}
@@ -192,7 +201,7 @@ if [ "$PREP" = 1 ]; then
 fi
 
 if [ "$DRY" = 1 ]; then
-  echo "gpu_cells dry run: budget ${BUDGET} s, card $CARD, $PLAN_NOTE at a time, data $DATA"
+  echo "gpu_cells dry run: budget ${BUDGET} s, card $CARD$CARD_NOTE, $PLAN_NOTE at a time, data $DATA"
   echo "(minutes: one cell alone on the card; under a stop rule 1.5x the epochs a finished cell of the same recipe took, else every allowed epoch)"
   [ -n "$DATA_NOTE" ] && echo "$DATA_NOTE" | sed 's/.*/(&)/'
   echo "$PLAN" | $PY -c '
@@ -265,7 +274,7 @@ if [ "$STEP" = auto ]; then
   echo "$STEP_NOTE"
   set_plan $(( BUDGET - (SECONDS - START) ))
 fi
-echo "$PLAN_NOTE at a time"
+echo "card $CARD$CARD_NOTE, $PLAN_NOTE at a time"
 SYNTH_STEP=${GPU_CELLS_SYNTH_COMPILE:-$([ "${GPU_CELLS_DEVICE:-cuda}" = cpu ] && echo none \
   || echo cudagraph)}
 run_one() {   # name left: run one cell, leave "STATE|seconds|last line" in runs/cells/NAME.status

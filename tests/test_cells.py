@@ -373,14 +373,20 @@ def test_gpu_cells_card_auto_reads_the_card_and_a_bad_card_is_one_line(tmp_path)
     for name, card in (("NVIDIA H200", "h200"), ("NVIDIA H100 80GB HBM3", "h100")):
         out = dry(name=name)
         assert out.returncode == 0, out.stderr
-        assert f"card {card}," in out.stdout and "auto:" not in out.stdout
+        assert f"card {card}, " in out.stdout and "auto:" not in out.stdout
     out = dry()
-    assert out.returncode == 0 and "card h100," in out.stdout and "no H100 or H200" in out.stdout
+    assert out.returncode == 0 and "card h100 (" in out.stdout and "no H100 or H200" in out.stdout
     out = dry("--card", "h200", name="NVIDIA H100 80GB HBM3")      # named: taken as given
     assert "card h200," in out.stdout
-    out = dry("--card", "a100")
-    assert out.returncode == 2 and "Traceback" not in out.stderr
-    assert out.stderr.count("\n") == 1 and "auto, h100, h200 or cpu" in out.stderr
+    for args, words in ((("--card", "a100"), "auto, h100, h200 or cpu"),
+                        (("--budget", "8m"), "whole number of seconds"),
+                        (("--budget", "0"), "whole number of seconds")):
+        out = dry(*args)
+        assert out.returncode == 2 and "Traceback" not in out.stderr, args
+        assert out.stderr.count("\n") == 1 and words in out.stderr, args
+    out = subprocess.run(["bash", str(script), "--dry-run", "--budget"], capture_output=True,
+                         text=True, cwd=ROOT, timeout=60, env=env)
+    assert out.returncode == 2 and out.stderr == "Error: --budget needs a value (see --help)\n"
 
 
 def test_gpu_cells_dry_run_without_attn_dyn_installed_says_so(tmp_path):
