@@ -25,15 +25,23 @@ BUDGET=570
 ONLY=.
 while [ $# -gt 0 ]; do
   case "$1" in
+    --out|--budget|--only)
+      [ $# -ge 2 ] || { echo "Error: $1 needs a value (see --help)" >&2; exit 2; } ;;
+  esac
+  case "$1" in
     --dry-run) DRY=1 ;;
     --out) OUT="$2"; shift ;;
     --budget) BUDGET="$2"; shift ;;
     --only) ONLY="$2"; shift ;;
     -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
-    *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) echo "Error: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
+case "$BUDGET" in
+  ''|*[!0-9]*|0) echo "Error: --budget must be a whole number of seconds > 0, got '$BUDGET'" >&2
+     exit 2 ;;
+esac
 
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
 PY=${PYTHON:-python}

@@ -31,3 +31,15 @@ def test_dry_run_lists_every_check_and_exits_0(tmp_path):
 def test_unknown_option_is_an_error():
     out = subprocess.run(["bash", str(SCRIPT), "--bogus"], capture_output=True, text=True)
     assert out.returncode == 2 and "unknown option" in out.stderr
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not available")
+@pytest.mark.parametrize("args,words", [(["--budget"], "--budget needs a value"),
+                                        (["--only"], "--only needs a value"),
+                                        (["--budget", "9m"], "whole number of seconds"),
+                                        (["--budget", "0"], "whole number of seconds")])
+def test_a_missing_or_bad_value_is_one_line_and_exit_2(args, words):
+    out = subprocess.run(["bash", str(SCRIPT), "--dry-run", *args], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 2 and words in out.stderr and out.stderr.count("\n") == 1
+    assert out.stdout == ""
