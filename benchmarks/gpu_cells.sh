@@ -260,6 +260,8 @@ probe_step() {   # GPU_CELLS_COMPILE=auto: leave "mode|way|speed-up|reason" on s
     --compile "none,$way" --no-sequential \
     ${GPU_CELLS_PROBE_ARGS:---n-train 3000 --n-test 500 --rounds 3} \
     --json runs/cells/step_probe.json >>"$log" 2>&1
+  local rc=$?
+  [ "$rc" = 0 ] || echo "bench_batched_seeds.py: exit status $rc (124: past its 90 s)" >>"$log"
   $PY - "$passed" <<'PYEOF' 2>>"$log" || echo "grouped_nchw|none|1|eager: the probe failed (runs/cells/step_probe.log)"
 import json, sys
 from minimal_attn.experiments.cell_costs import pick_step
