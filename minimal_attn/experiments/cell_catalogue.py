@@ -172,16 +172,16 @@ def _small_cells():
             {"runner": "fcam", "dataset": "cifar10", "m": 20, "protocol": "authors",
              "paradigm": p, "seeds": 3, "n_train": 3000, "n_test": 1000, "epochs": 12,
              "switch_epoch": "auto"}, "cifar10", {"saif": saif, "accuracy": acc}))
-    # the same, five times as long (or to the stop rule): after 12 epochs the focus had
+    # the same, 2.5 times as long (or to the stop rule): after 12 epochs the focus had
     # only begun to leave 1/m = 0.05 (mean training a_z 0.11-0.24); does it go on?
     for p in ("sa", "lv"):
         saif, acc = PAPER_TABLE1["cifar10", 20][p]
         cells.append(Cell(
             f"cpu-t1-cifar10-m20-authors-long-{p}", "table1", "cpu",
-            f"CIFAR-10, m = 20, {PROTOCOL_NAMES['authors']}, {p} (3,000 mosaics, 60 epochs "
+            f"CIFAR-10, m = 20, {PROTOCOL_NAMES['authors']}, {p} (3,000 mosaics, 30 epochs "
             f"or the stop rule)",
             {"runner": "fcam", "dataset": "cifar10", "m": 20, "protocol": "authors",
-             "paradigm": p, "seeds": 3, "n_train": 3000, "n_test": 1000, "epochs": 60},
+             "paradigm": p, "seeds": 3, "n_train": 3000, "n_test": 1000, "epochs": 30},
             "cifar10", {"saif": saif, "accuracy": acc}))
     return cells
 
