@@ -63,7 +63,7 @@ while [ $# -gt 0 ]; do
     --card) CARD="$2"; shift ;;
     --parallel) PARALLEL="$2"; shift ;;
     --data) DATA="$2"; shift ;;
-    -h|--help) sed -n '2,43p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1' "$0"; exit 0 ;;   # the header
     -*) echo "Error: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) CELLS+=("$1") ;;
   esac

@@ -33,7 +33,7 @@ while [ $# -gt 0 ]; do
     --out) OUT="$2"; shift ;;
     --budget) BUDGET="$2"; shift ;;
     --only) ONLY="$2"; shift ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1' "$0"; exit 0 ;;   # the header
     *) echo "Error: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift

@@ -43,3 +43,14 @@ def test_a_missing_or_bad_value_is_one_line_and_exit_2(args, words):
                          text=True, timeout=60)
     assert out.returncode == 2 and words in out.stderr and out.stderr.count("\n") == 1
     assert out.stdout == ""
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not available")
+@pytest.mark.parametrize("script", ["gpu_check.sh", "gpu_cells.sh"])
+def test_help_prints_the_whole_header_and_nothing_else(script):
+    path = SCRIPT.parent / script
+    lines = path.read_text().splitlines()
+    end = next(k for k, line in enumerate(lines) if k and not line.startswith("#"))
+    out = subprocess.run(["bash", str(path), "--help"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and out.stdout.splitlines() == lines[1:end]
