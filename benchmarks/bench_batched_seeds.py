@@ -64,10 +64,12 @@ from minimal_attn.backends.vr.batched_train import BatchedSeeds
 from minimal_attn.backends.vr.cost import bound_report
 from minimal_attn.backends.vr.models import classifier_config, focus_config, scaled
 from minimal_attn.backends.vr.train import TrainConfig, train_run
+from minimal_attn.cli.main import run_script
 from minimal_attn.datasets.splits import load_mosaic_splits
-from minimal_attn.errors import InputError
+from minimal_attn.errors import InputError, check_int_at_least
 from minimal_attn.experiments.epochs import run_seeds
 from minimal_attn.experiments.io import write_json
+from minimal_attn.experiments.train_loop import CONV_MODES
 
 
 def sequential(config, seeds, splits):
@@ -137,16 +139,17 @@ def main():
                         help="also write the timings to FILE (JSON: seconds and mosaics/s "
                              "per variant), e.g. for gpu_cells.sh's step probe")
     args = parser.parse_args()
-    try:
-        device = tb.get_device(args.device)
-        for precision in args.precision.split(","):            # known, and tf32 on CUDA
-            check_precision(TrainConfig(precision=precision).precision, device)
-    except InputError as err:
-        print(f"Error: {err}", file=sys.stderr)
-        sys.exit(2)
+    device = tb.get_device(args.device)
+    for precision in args.precision.split(","):            # known, and tf32 on CUDA
+        check_precision(TrainConfig(precision=precision).precision, device)
+    check_int_at_least("seeds", args.seeds, 1, param="seeds")
+    check_int_at_least("m", args.m, 2, param="m")
     torch.set_num_threads(args.threads)
     modes = (args.modes or ("grouped,grouped_nchw,loop,unfold" if device.type == "cuda"
                           else "loop")).split(",")
+    for mode in modes:                  # before the sequential baseline, not after it
+        if mode not in CONV_MODES:
+            raise InputError(f"--modes: {mode!r} is not one of {', '.join(CONV_MODES)}")
     seeds = list(range(args.seeds))
     config = TrainConfig(paradigm=args.paradigm, epochs=args.epochs, batch_size=args.batch,
                          width=args.width, device=str(device), switch_epoch=args.epochs // 2,
@@ -232,4 +235,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -25,14 +25,14 @@ and the ratio is best vs best against the plain loop.
 
 import argparse
 import statistics
-import sys
 import time
 
 import torch
 
 from minimal_attn.backends import torch_backend as tb
 from minimal_attn.backends.vr.models import CPU_CHUNK, build_fcam
-from minimal_attn.errors import InputError
+from minimal_attn.cli.main import run_script
+from minimal_attn.errors import check_int_at_least
 from minimal_attn.losses import LOSS_PARADIGMS
 
 
@@ -86,11 +86,8 @@ def main():
     args = parser.parse_args()
     if min(args.m, args.batch, args.steps, args.rounds) < 1:
         parser.error("--m, --batch, --steps and --rounds must be >= 1")
-    try:
-        device = tb.get_device(args.device)
-    except InputError as exc:                   # e.g. --device cuda without a GPU
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
+    check_int_at_least("m", args.m, 2, param="m")
+    device = tb.get_device(args.device)          # e.g. --device cuda without a GPU: refused
     torch.manual_seed(0)
     X = torch.randn(args.batch, args.m, 3, 32, 32, device=device)              # (B, m, 3, 32, 32)
     y = torch.randint(0, 3, (args.batch,), device=device)
@@ -127,4 +124,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

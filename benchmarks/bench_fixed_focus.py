@@ -22,6 +22,7 @@ import numpy as np
 
 from minimal_attn import data, fcam
 from minimal_attn import fixed_focus as ff
+from minimal_attn.cli.main import run_script
 from minimal_attn.losses import LOSS_PARADIGMS
 
 ALPHAS = [0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0]
@@ -93,4 +94,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

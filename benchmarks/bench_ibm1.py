@@ -38,7 +38,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from minimal_attn.cli.main import run_script  # noqa: E402
 from minimal_attn.datasets.text import Vocab, read_parallel, whitespace_tokens  # noqa: E402
+from minimal_attn.errors import InputError, check_folder  # noqa: E402
 from minimal_attn.ibm1 import train_ibm1  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "multi30k"
@@ -65,11 +67,12 @@ def gpu_namespace(choice):
 
         return cupy, contextlib.nullcontext, "cupy"
     if choice == "cupy":
-        sys.exit(reason)
+        raise InputError(f"--gpu-lib cupy: {reason}")
     import torch
 
     if not torch.cuda.is_available():
-        sys.exit("neither CuPy nor torch CUDA can reach a GPU" + (f" ({reason})" if reason else ""))
+        raise InputError("--device cuda: neither CuPy nor torch CUDA can reach a GPU"
+                         + (f" ({reason})" if reason else "") + "; use --device cpu")
     return torch, lambda: torch.device("cuda"), "torch cuda"
 
 
@@ -132,8 +135,8 @@ def main():
                     help="also compare on all pairs, to show what repeated target words do")
     args = ap.parse_args()
 
-    if not os.path.isdir(args.data):
-        sys.exit(f"Multi30k not found at {args.data}; pass --data")
+    check_folder(args.data, "Multi30k folder", param="data",
+                 hint="pass --data (a folder with train.en and train.de)")
     src, tgt = read_parallel(os.path.join(args.data, "train.en"),
                              os.path.join(args.data, "train.de"), whitespace_tokens)
     if args.pairs:
@@ -146,7 +149,7 @@ def main():
           f"{runs[0]:.2f} s, paying for fresh memory pages)")
     if args.device == "cuda" and not gpu_comparison(src, tgt, args.iterations, args.repeats,
                                                      t_ours, args.gpu_lib):
-        sys.exit(1)
+        return 1                        # the GPU's table differs from the NumPy one
     if not args.skip_nltk:
         try:
             import nltk  # noqa: F401
@@ -176,4 +179,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -30,6 +30,7 @@ from minimal_attn.backends.snell import eval as ev  # noqa: E402
 from minimal_attn.backends.snell.batches import SplitTensors  # noqa: E402
 from minimal_attn.backends.snell.config import SeqTrainConfig  # noqa: E402
 from minimal_attn.backends.snell.train import build_model  # noqa: E402
+from minimal_attn.cli.main import run_script  # noqa: E402
 from minimal_attn.datasets.seq import load_text_task  # noqa: E402
 
 
@@ -76,4 +77,4 @@ def main():
           f"ratio {best['split order'] / best['like lengths']:.2f}x")
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -24,8 +24,10 @@ eager one (float32 rounding); ``--no-sequential`` leaves the sequential side out
 """
 
 import argparse
-import sys
 import time
+
+from minimal_attn.cli.main import run_script
+from minimal_attn.errors import InputError
 
 
 def _timed(fn, device):
@@ -62,11 +64,9 @@ def main(argv=None):
     from minimal_attn.backends.snell.synthetic_train import Run, SyntheticConfig, train_runs
 
     if args.device == "cuda" and not torch.cuda.is_available():
-        print("error: --device cuda but no CUDA GPU is visible", file=sys.stderr)
-        return 2
+        raise InputError("--device cuda but no CUDA GPU is visible; use --device cpu")
     if "cudagraph" in args.compile.split(",") and args.device != "cuda":
-        print("error: --compile cudagraph needs --device cuda", file=sys.stderr)
-        return 2
+        raise InputError("--compile cudagraph needs --device cuda")
     if args.device == "cpu":
         torch.set_num_threads(1)
     heads = (lambda s: []) if args.task == "keyword" else (lambda s: [s])
@@ -101,4 +101,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_script(main)

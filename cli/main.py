@@ -115,6 +115,17 @@ def _fail(message, code):
     sys.exit(code)
 
 
+def run_script(main):
+    """Run a benchmark script's ``main()`` as a command runs: bad input
+    (:class:`InputError`) ends in one line ``Error: ...`` on stderr and exit status 2,
+    without a traceback; otherwise ``main``'s return value is the exit status."""
+    try:
+        status = main()
+    except InputError as exc:
+        _fail(_as_option(exc), 2)
+    sys.exit(status)
+
+
 @click.group(cls=AttnDynGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="attn-dyn")
 def cli():
