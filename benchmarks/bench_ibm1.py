@@ -137,6 +137,8 @@ def main():
 
     check_folder(args.data, "Multi30k folder", param="data",
                  hint="pass --data (a folder with train.en and train.de)")
+    if args.device == "cuda":
+        gpu_namespace(args.gpu_lib)             # no GPU: refused before anything is timed
     src, tgt = read_parallel(os.path.join(args.data, "train.en"),
                              os.path.join(args.data, "train.de"), whitespace_tokens)
     if args.pairs:

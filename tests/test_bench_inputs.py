@@ -10,6 +10,8 @@ import pytest
 from minimal_attn.cli.main import run_script
 from minimal_attn.errors import InputError
 
+torch = pytest.importorskip("torch")            # the benchmarks time torch models
+
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
@@ -19,6 +21,10 @@ BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
     ("bench_cnn_throughput.py", ["--m", "1"], "--m must be an integer >= 2"),
     ("bench_synthetic_seeds.py", ["--compile", "cudagraph"], "needs --device cuda"),
     ("bench_ibm1.py", ["--data", "no/such/folder"], "pass --data"),
+    # no GPU: found before the CPU run is timed (it used to be after); skipped on a GPU
+    pytest.param("bench_ibm1.py", ["--device", "cuda", "--gpu-lib", "torch", "--data", "."],
+                 "use --device cpu", marks=pytest.mark.skipif(
+                     torch.cuda.is_available(), reason="a CUDA GPU is visible")),
     ("bench_snell_eval.py", ["--data-dir", "no/such/folder"], "--data-dir"),
     ("bench_fixed_focus.py", ["--m", "1"], "must be an integer >= 2"),
 ])
