@@ -5,6 +5,7 @@ Every default is read from :class:`~minimal_attn.backends.snell.config.Agreement
 
 import click
 
+from minimal_attn import PARADIGMS
 from minimal_attn.backends.snell.config import AgreementConfig
 from minimal_attn.cli.options import progress_option
 from minimal_attn.datasets.seq import DATASETS
@@ -79,7 +80,7 @@ def data_and_model_options(f):
     return f
 
 
-PARADIGM_CHOICES = ["sa", "ha", "lv", "hybrid", *PARADIGM_ALIASES]
+PARADIGM_CHOICES = [*PARADIGMS, *PARADIGM_ALIASES]
 PARADIGM_HELP = ("sa (Snell's model), ha, lv or hybrid: V&R's losses and inference rules per "
                  "output over the source positions (the probe's per-position outputs); "
                  "aliases soft, hard, lvml [sa].")
