@@ -183,16 +183,19 @@ def _step_times(args):
 
     fast_encode, times = seq_models._encode, {"old": [], "new": []}
     models, rng = {}, {}
+    # each route its own dropout stream, the same in both: the generator of the device
+    get_rng, set_rng = ((torch.cuda.get_rng_state, torch.cuda.set_rng_state)
+                        if args.device == "cuda" else (torch.get_rng_state, torch.set_rng_state))
     for route in ("old", "new"):
         torch.manual_seed(0)
         model = build_model(task, c).to(args.device)
         opt = torch.optim.Adam(model.parameters(), lr=c.lr, foreach=route == "new")
-        models[route], rng[route] = (model, opt), torch.get_rng_state()
+        models[route], rng[route] = (model, opt), get_rng()
     for step in range(args.steps + 2):                  # two warm-up steps
         idx = batch_indices(step, c.batch_size, len(task.train_src), 0)
         for route in ("old", "new"):
             model, opt = models[route]
-            torch.set_rng_state(rng[route])             # each its own dropout stream
+            set_rng(rng[route])
             seq_models._encode = torch_encode if route == "old" else fast_encode
             sync()
             t0 = time.perf_counter()
@@ -205,17 +208,18 @@ def _step_times(args):
             loss.backward()
             opt.step()
             sync()
-            rng[route] = torch.get_rng_state()
+            rng[route] = get_rng()
             if step >= 2:
                 times[route].append(time.perf_counter() - t0)
     seq_models._encode = fast_encode
-    same = all(torch.equal(a, b) for a, b in zip(models["old"][0].state_dict().values(),
-                                                  models["new"][0].state_dict().values()))
+    gap = max(float((a.double() - b.double()).abs().max()) for a, b in zip(
+        models["old"][0].state_dict().values(), models["new"][0].state_dict().values()))
     old, new = np.mean(times["old"]), np.mean(times["new"])
     print(f"{args.dataset}: hidden {c.hidden}, emb {c.emb}, batch {c.batch_size}, "
           f"{task.n_vocab} ids, device {args.device}, {args.steps} steps")
     print(f"old route {1e3 * old:.1f} ms/step, new {1e3 * new:.1f} ms/step, old/new "
-          f"{old / new:.2f}x; parameters after the steps equal: {same}")
+          f"{old / new:.2f}x; parameters after the steps: max |old - new| {gap:.2g} (lr "
+          f"{c.lr:g}; 0 is bit for bit, which a card's kernels need not give)")
 
 
 def _reference(args, commit):

@@ -166,14 +166,19 @@ def test_a_job_plan_follows_the_scripts_rules():
     slow = shared_slowdown(2)
     assert rows[0][1] == "would run from 0 s, cut by the budget"
     assert rows[2][1] == f"would run from {10 * slow:.0f} s"
-    assert shared_slowdown(1) == 1 and shared_slowdown(4) == pytest.approx(4 / 1.85)
+    # together, p processes get through 1 + (speedup_at_4 - 1) (p - 1) / 3 times one's work
+    assert shared_slowdown(1) == 1 and shared_slowdown(4, 1.85) == pytest.approx(4 / 1.85)
+    assert 2 / shared_slowdown(2, 1.6) == pytest.approx(1.2)
+    assert all(shared_slowdown(p) < shared_slowdown(p + 1) for p in range(1, 8))
 
 
 def test_a_job_runs_as_many_side_by_side_as_finish_the_most_cells():
-    long = [(f"ha@{k}", 246.0) for k in range(1, 5)]       # 3 seeds for 200 epochs, alone
-    # two at a time each take 246 * 1.558 = 383 s, inside 500 - 60; three take 471 s
-    # and four 532 s, so every cell would be cut; one at a time finishes only the first
-    assert 246 * shared_slowdown(2) < 440 < 246 * shared_slowdown(3)
+    long = [(f"ha@{k}", 200.0) for k in range(1, 5)]
+    # two at a time each take 200 * 1.95 = 391 s, inside 500 - 60, and no more start;
+    # three take 573 s and four 748 s, so every cell would be cut; one at a time
+    # finishes two as well (the third would start with under 150 s left): the tie goes
+    # to two
+    assert 200 * shared_slowdown(2) < 440 < 200 * shared_slowdown(3)
     assert choose_parallel(long, 500, margin=60) == (2, 2)
     rows = plan_job(long, 500, parallel=2, margin=60)
     assert [s for _, s in rows[:2]] == ["would run from 0 s"] * 2
@@ -183,7 +188,7 @@ def test_a_job_runs_as_many_side_by_side_as_finish_the_most_cells():
     assert plan_job(long, 440, parallel=2, margin=60)[0][1].endswith("cut by the budget")
     # short cells finish under any count: the tie goes to the most side by side
     assert choose_parallel([(f"s{k}", 60.0) for k in range(4)], 500, margin=60) == (4, 4)
-    assert choose_parallel(long, 500, most=1, margin=60) == (1, 1)
+    assert choose_parallel(long, 500, most=1, margin=60) == (1, 2)
 
 
 def test_the_step_probe_takes_a_captured_way_only_when_tested_and_faster():

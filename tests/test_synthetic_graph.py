@@ -133,20 +133,30 @@ def test_compile_is_checked_and_the_capturable_flag_follows_the_run():
 
 
 @NO_CUDA
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("paradigm", ["sa", "lv", "hybrid"])
-def test_cuda_graph_training_equals_eager(paradigm, monkeypatch):
-    """30 steps on the card, float32, the hybrid switching at 15, LV and HA in
-    checkpointed chunks of target tokens: the graph is kept, and its parameters follow
-    the eager run's to float32 rounding."""
+def test_cuda_graph_training_equals_eager(paradigm, dtype, monkeypatch):
+    """30 steps on the card, the hybrid switching at 15, LV and HA in checkpointed chunks
+    of target tokens: the graph is kept (each capture passed its check against an eager
+    step), and in float64 its parameters follow the eager run's.
+
+    Not in float32: there the two runs part after a few steps, deterministically (an
+    H200, 2026-11-27: eager against eager bit for bit; graph against eager 2e-7 after
+    the first step, 2e-4 after two, 6e-3 after 30, LV, lr 3e-3). Adam turns the rounding
+    noise of a gradient that is about zero (1e-9 in float32, next to its eps of 1e-8)
+    into a step of up to a tenth of ``lr``, so any other order of a sum (the capturable
+    Adam's arithmetic, the kernels a graph gets) moves such entries by that much. In
+    float64 the noise is 1e-18 and the two runs agree."""
     monkeypatch.setattr(attention_losses, "CHUNK_BYTES", 200_000)
     config = dict(steps=30, hidden=16, batch_size=8, eval_every=10, n_test=20, lr=3e-3,
-                  device="cuda", paradigm=paradigm,
+                  device="cuda", paradigm=paradigm, dtype=dtype,
                   **({"switch_step": 15} if paradigm == "hybrid" else {}))
     runs = [Run(c, s, init_seed=s, head_seeds=[s], data_seed=s)
             for c in ("permutation", "control") for s in (0, 1, 2)]
     eager = train_runs(runs, SyntheticConfig(**config))
     graphed = train_runs(runs, SyntheticConfig(**config, compile="cudagraph"))
     assert graphed["step_way"] == "cudagraph", graphed["step_way"]
-    for k, v in eager["params"].items():
-        torch.testing.assert_close(graphed["params"][k], v, rtol=1e-4, atol=1e-5)
-    assert np.allclose(graphed["accuracy"], eager["accuracy"], atol=0.02)
+    if dtype == "float64":
+        for k, v in eager["params"].items():
+            torch.testing.assert_close(graphed["params"][k], v, rtol=1e-6, atol=1e-9)
+        assert np.allclose(graphed["accuracy"], eager["accuracy"], atol=0.02)

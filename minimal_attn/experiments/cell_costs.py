@@ -9,15 +9,24 @@ from minimal_attn.errors import InputError
 from minimal_attn.experiments import cell_runners
 
 #: One training step of the CNN FCAM with S seeds batched as one model (batch 100
-#: per seed, the authors' networks, Adam) in ms: ``fixed + per_seed * S * m / 5``.
-#: H200 (benchmarks/README.md, 2026-11-26, HA at m = 5): one seed alone 8.1 ms a
-#: step (12,364 mosaics/s), twelve batched 29.7 ms (40,406 mosaics/s), so
-#: 6.1 + 1.97 S. H100: the H200's times / 0.75 (memory bandwidth, 3.35 against
+#: per seed, the authors' networks, Adam, grouped_nchw eager) in ms:
+#: ``fixed + per_seed * S * m / 5``. H200 (benchmarks/README.md, 2026-11-27, HA at
+#: m = 5, the step of 128 leaf operators): twelve seeds 14.36 ms a training step
+#: (``--profile``), three 5.68 ms (the step probe's 50,008 mosaics/s, its evaluations
+#: taken out), so 2.8 + 0.96 S (on 2026-11-26 the step of 299 operators had taken
+#: 6.1 + 1.97 S). H100: the H200's times / 0.75 (memory bandwidth, 3.35 against
 #: 4.8 TB/s; not measured). cpu: the 2-core machine, one thread per run, about 350
-#: mosaics/s a seed (SA at width 1), no fixed part. A card shared by cells side by
-#: side (gpu_cells.sh --parallel 4: about 74,000 mosaics/s together at m = 5) runs
-#: each slower than this estimate of a cell alone.
-STEP_MS = {"h100": (8.1, 2.63), "h200": (6.1, 1.97), "cpu": (0.0, 286.0)}
+#: mosaics/s a seed (SA at width 1), no fixed part. Cells side by side on a card run
+#: each slower than this estimate of a cell alone (:func:`shared_slowdown`).
+STEP_MS = {"h100": (3.7, 1.28), "h200": (2.8, 0.96), "cpu": (0.0, 286.0)}
+#: How much more work four processes side by side get through on one card than one
+#: alone (:func:`shared_slowdown`). CNN FCAM cells: the four parts of
+#: t1-cifar10-m5-authors-ha (3 seeds, 200 epochs, the CUDA-graph step) together took
+#: 365 s each on an H200 (2026-11-27) where :data:`STEP_MS` and the probe's 1.20x give
+#: 97.5 s alone: 1.07, the card already busy. Processes whose host launches set the
+#: pace share a card better: four 12-seed cells of the 299-operator step 1.85
+#: (2026-11-26), taken for the LSTM models of an agreement row (not measured for them).
+SHARED_SPEEDUP_AT_4 = {"cnn": 1.07, "host_bound": 1.85}
 CARDS = tuple(STEP_MS)
 #: Seconds per unit of work of the other cells, from what was measured (rough):
 #: * hatexplain: one seed-epoch of the text FCAM by embedding, everything of the cell
@@ -138,8 +147,9 @@ def estimate_seconds(cell, card, epochs=None):
         models = 4 if s["task"] == "classify" else 3
         steps = models * per_model * unit[s["task"]]
         # on a card the row's models train side by side (cell_runners: --workers 5), taken
-        # to share it as the CNN cells do (shared_slowdown; not measured for LSTMs)
-        return steps / (models / shared_slowdown(models) if card != "cpu" else 1) + 60
+        # to share it as host-bound processes do (shared_slowdown; not measured for LSTMs)
+        share = models / shared_slowdown(models, SHARED_SPEEDUP_AT_4["host_bound"])
+        return steps / (share if card != "cpu" else 1) + 60
     size = cell_runners.synthetic_size(s)
     if card == "cpu" and s["size"] != "paper":
         unit = SMALL_SYNTHETIC_CPU_UNIT        # on a card a small LSTM costs what launches do
@@ -154,11 +164,11 @@ def estimate_seconds(cell, card, epochs=None):
     return size["steps"] * (fixed + (unit - fixed) * runs / 40) * paradigm
 
 
-def shared_slowdown(parallel):
-    """How much slower each of ``parallel`` cells side by side runs than alone: measured
-    once (H200, four 12-seed CIFAR-10 cells at m = 5 together at 74,000 mosaics/s
-    against 40,000 for one alone, a speed-up of 1.85) and taken linear in between."""
-    return parallel / (1 + 0.85 / 3 * (parallel - 1))
+def shared_slowdown(parallel, speedup_at_4=SHARED_SPEEDUP_AT_4["cnn"]):
+    """How much slower each of ``parallel`` processes side by side on one card runs than
+    alone, when together they get through ``speedup_at_4`` times one's work at four
+    (:data:`SHARED_SPEEDUP_AT_4`), taken linear from one to four."""
+    return parallel / (1 + (speedup_at_4 - 1) / 3 * (parallel - 1))
 
 
 def plan_job(estimates, budget, parallel=1, force=False, min_start=150, margin=0):
@@ -215,8 +225,8 @@ def choose_parallel(estimates, budget, most=4, force=False, min_start=150, margi
     The count under which most cells of ``estimates`` (``(name, seconds alone)``)
     finish inside ``budget`` by :func:`plan_job`'s rules, a cell finishing when its
     estimate beside the others fits the time left less ``margin``; a tie goes to
-    more cells side by side (more of the card used). Four cells side by side each run
-    2.16x slower than alone (:func:`shared_slowdown`), so when the first cells are
+    more cells side by side (more of the card used). Four CNN cells side by side each
+    run 3.7x slower than alone (:func:`shared_slowdown`), so when the first cells are
     long, fewer at once finish more of them rather than cutting all four short.
     Returns ``(parallel, cells that finish)``.
     """
