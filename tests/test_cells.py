@@ -43,6 +43,12 @@ def test_every_cell_has_an_estimate_and_the_authors_cells_come_first():
     m5 = estimate_seconds(cells.get_cell("t1-cifar10-m5-authors-sa"), "h100")
     # four times the segments per seed; the fixed cost of a step does not grow with m
     assert 3 * m5 < m20 < 4 * m5
+    # on the CPU a step per seed grows faster than m: the m = 20 cells of 30 epochs took
+    # (their records) within a fifth of their estimates
+    for name in ("cpu-t1-cifar10-m20-authors-long-sa", "cpu-t1-cifar10-m20-authors-long-lv"):
+        took = json.loads((ROOT / "results" / "cells" / f"{name}.json").read_text())
+        ratio = estimate_seconds(cells.get_cell(name), "cpu") / took["result"]["train_seconds"]
+        assert 0.8 < ratio < 1.25, (name, ratio)
     # an agreement row: 4 x 4,000 steps at 0.03 s on an H200, its 4 models side by side
     # (1 + 0.85 faster, as four CNN cells shared a card), plus a minute; one after another
     # on the CPU at 0.065 s

@@ -10,15 +10,22 @@ from minimal_attn.experiments import cell_runners
 
 #: One training step of the CNN FCAM with S seeds batched as one model (batch 100
 #: per seed, the authors' networks, Adam, grouped_nchw eager) in ms:
-#: ``fixed + per_seed * S * m / 5``. H200 (benchmarks/README.md, 2026-11-27, HA at
-#: m = 5, the step of 128 leaf operators): twelve seeds 14.36 ms a training step
-#: (``--profile``), three 5.68 ms (the step probe's 50,008 mosaics/s, its evaluations
-#: taken out), so 2.8 + 0.96 S (on 2026-11-26 the step of 299 operators had taken
-#: 6.1 + 1.97 S). H100: the H200's times / 0.75 (memory bandwidth, 3.35 against
-#: 4.8 TB/s; not measured). cpu: the 2-core machine, one thread per run, about 350
-#: mosaics/s a seed (SA at width 1), no fixed part. Cells side by side on a card run
-#: each slower than this estimate of a cell alone (:func:`shared_slowdown`).
+#: ``fixed + per_seed * S * m / 5`` (on the CPU see :data:`M_EXPONENT`). H200
+#: (benchmarks/README.md, 2026-11-27, HA at m = 5, the step of 128 leaf operators):
+#: twelve seeds 14.36 ms a training step (``--profile``), three 5.68 ms (the step
+#: probe's 50,008 mosaics/s, its evaluations taken out), so 2.8 + 0.96 S (on
+#: 2026-11-26 the step of 299 operators had taken 6.1 + 1.97 S). H100: the H200's
+#: times / 0.75 (memory bandwidth, 3.35 against 4.8 TB/s; not measured). cpu: the
+#: 2-core machine, one thread per run, about 350 mosaics/s a seed (SA at width 1), no
+#: fixed part. Cells side by side on a card run each slower than this estimate of a
+#: cell alone (:func:`shared_slowdown`).
 STEP_MS = {"h100": (3.7, 1.28), "h200": (2.8, 0.96), "cpu": (0.0, 286.0)}
+#: The per-seed part grows as ``(m / 5) ** M_EXPONENT``. On the CPU, faster than m: SA
+#: trained 265-290 ms a step per seed at m = 5 (the released parts, 2026-11-27) and
+#: 1.76 s at m = 20 (cpu-t1-cifar10-m20-authors-long-sa, its evaluations taken out),
+#: 6.4 times for 4 times the segments (LV 1.2x SA's at m = 20); on a card not measured
+#: at m = 20, so linear.
+M_EXPONENT = {"h100": 1.0, "h200": 1.0, "cpu": 1.35}
 #: How much more work four processes side by side get through on one card than one
 #: alone (:func:`shared_slowdown`). CNN FCAM cells: the four parts of
 #: t1-cifar10-m5-authors-ha (3 seeds, 200 epochs, the CUDA-graph step) together took
@@ -133,7 +140,8 @@ def estimate_seconds(cell, card, epochs=None):
     if s["runner"] == "fcam":
         c = cell_runners.fcam_config(cell, data_dir=None, device="cpu")
         fixed, per_seed = STEP_MS[card]
-        step = (fixed + per_seed * c.seeds * c.m / 5) / 1000 * (c.batch_size / 100)
+        segments = (c.m / 5) ** M_EXPONENT[card]
+        step = (fixed + per_seed * c.seeds * segments) / 1000 * (c.batch_size / 100)
         steps = (epochs or c.epochs) * -(-c.n_train // c.batch_size)
         # plus a test evaluation every eval_every epochs (forward only: ~1/3 of a step)
         return steps * step * (1 + c.n_test / (3 * c.eval_every * c.n_train))
