@@ -50,7 +50,7 @@ def test_every_cell_has_an_estimate_and_the_authors_cells_come_first():
         ratio = estimate_seconds(cells.get_cell(name), "cpu") / took["result"]["train_seconds"]
         assert 0.8 < ratio < 1.25, (name, ratio)
     # an agreement row: 4 x 4,000 steps at 0.03 s on an H200, its 4 models side by side
-    # (1 + 0.85 faster, as four CNN cells shared a card), plus a minute; one after another
+    # (1.85x one's work, as four host-bound processes shared a card), plus a minute; in turn
     # on the CPU at 0.065 s
     assert estimate_seconds(cells.get_cell("t2-sst2"), "h200") == pytest.approx(480 / 1.85 + 60)
     assert estimate_seconds(cells.get_cell("t2-sst2"), "cpu") == pytest.approx(1040 + 60)
