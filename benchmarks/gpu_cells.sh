@@ -23,7 +23,8 @@
 # tables); a Table 2 row stops T2_MARGIN (150) s before it, leaving time for its proxy
 # and its agreement curves; the HateXplain cells are stopped at the budget.
 # Each finished cell writes results/cells/NAME.json; at the end all records go into
-# $OUT/cells_results.tar.gz (when $OUT is set) with a summary, to bring home here with
+# $OUT/cells_results.tar.gz (when $OUT is set) with a summary (ending in the tables of the
+# records the job wrote, as `cells report` gives them), to bring home here with
 # `attn-dyn cells import cells_results.tar.gz` (it keeps a complete record over a partial
 # one), then `attn-dyn cells report`; the small files of the job's run folders (history,
 # settings, results; no checkpoints) go into $OUT/cells_runs.tar.gz, for `cells plot`.
@@ -335,6 +336,21 @@ SUMMARY=$( {
   echo "| cell | status | time | last line |"
   echo "|---|---|---|---|"
   for row in "${ROWS[@]}"; do IFS='|' read -r a b c d <<<"$row"; echo "| $a | $b | $c | $d |"; done
+  # what the cells that ran wrote, as `attn-dyn cells report` tables them
+  RAN=()
+  for row in "${ROWS[@]}"; do
+    IFS='|' read -r a b _ <<<"$row"; case "$b" in DONE|TIMEOUT) RAN+=("$a") ;; esac
+  done
+  if [ "${#RAN[@]}" -gt 0 ]; then
+    echo
+    $PY - "${RAN[@]}" <<'PYEOF' 2>&1 || echo "(the records of this job could not be tabled)"
+import sys
+from minimal_attn.experiments import results_store, results_tables
+ran = set(sys.argv[1:])
+mine = [r for r in results_store.read_cells("results") if r["cell"] in ran]
+print(results_tables.render(mine) if mine else "(no record written)")
+PYEOF
+  fi
 } )
 echo "$SUMMARY"
 if [ -n "${OUT:-}" ]; then

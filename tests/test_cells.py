@@ -521,7 +521,11 @@ def test_gpu_cells_runs_cells_end_to_end_on_the_cpu_and_packs_what_comes_home(tm
     assert "runs/cells/tiny-t1-synthetic-sa/history.jsonl" in names
     assert "runs/cells/tiny-synthetic-copy/results.json" in names
     assert not any("checkpoints" in n or n.endswith(".npz") for n in names)
-    assert (out / "gpu_cells_summary.md").read_text().count("| DONE |") == 2
+    summary = (out / "gpu_cells_summary.md").read_text()
+    assert summary.count("| DONE |") == 2
+    # and what they wrote, tabled as `cells report` does
+    assert "synthetic images, m = 3, sa (smoke cell)" in summary
+    assert "**Snell synthetic tasks**" in summary
     home = tmp_path / "home"
     result = CliRunner().invoke(cli, ["cells", "import", str(out / "cells_results.tar.gz"),
                                       "--results", str(home)])
