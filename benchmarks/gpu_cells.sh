@@ -35,7 +35,7 @@
 # GPU_CELLS_COMPILE=cudagraph|compile runs the CNN FCAM cells' steps that way (default none);
 # GPU_CELLS_COMPILE=auto first probes, inside the budget (about a minute on a card): the
 # captured way's and the conv modes' equality tests on this card, then the conv modes
-# GPU_CELLS_PROBE_MODES (default grouped_nchw,grouped,loop) each eager and captured at a part's
+# GPU_CELLS_PROBE_MODES (default grouped_nchw,loop) each eager and captured at a part's
 # size (bench_batched_seeds.py, 3 seeds, m = 5, HA, Adam); the cells take the fastest
 # (--conv-mode, --compile) when the tests pass and it is at least 1.1x as fast as
 # grouped_nchw eager (cell_costs.pick_step), else that, and the estimates are divided by
@@ -247,7 +247,7 @@ probe_step() {   # GPU_CELLS_COMPILE=auto: leave "mode|way|speed-up|reason" on s
   rm -f runs/cells/step_probe.json
   # the captured steps against eager, and each mode against separate models (float64);
   # unfold's only when it is probed
-  local modes=${GPU_CELLS_PROBE_MODES:-grouped_nchw,grouped,loop}
+  local modes=${GPU_CELLS_PROBE_MODES:-grouped_nchw,loop}
   local select="$test or (separate_forwards and $device)"
   case ",$modes," in *,unfold,*) ;; *) select="($select) and not unfold" ;; esac
   timeout 90 $PY -m pytest -q -p no:cacheprovider tests/test_batched_step.py \

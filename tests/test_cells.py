@@ -43,6 +43,11 @@ def test_every_cell_has_an_estimate_and_the_authors_cells_come_first():
     m5 = estimate_seconds(cells.get_cell("t1-cifar10-m5-authors-sa"), "h100")
     # four times the segments per seed; the fixed cost of a step does not grow with m
     assert 3 * m5 < m20 < 4 * m5
+    # a hybrid epoch runs some steps as two (seeds in both phases): dearer than HA's
+    for card in ("h100", "h200", "cpu"):
+        ha, hybrid = (estimate_seconds(cells.get_cell(f"t1-cifar10-m5-authors-{p}@1"), card)
+                      for p in ("ha", "hybrid"))
+        assert 1.05 * ha < hybrid < 1.2 * ha, card
     # on the CPU a step per seed grows faster than m: the m = 20 cells of 30 epochs took
     # (their records) within a fifth of their estimates
     for name in ("cpu-t1-cifar10-m20-authors-long-sa", "cpu-t1-cifar10-m20-authors-long-lv"):

@@ -26,6 +26,11 @@ STEP_MS = {"h100": (3.7, 1.28), "h200": (2.8, 0.96), "cpu": (0.0, 286.0)}
 #: 6.4 times for 4 times the segments (LV 1.2x SA's at m = 20); on a card not measured
 #: at m = 20, so linear.
 M_EXPONENT = {"h100": 1.0, "h200": 1.0, "cpu": 1.35}
+#: A CNN FCAM epoch of a paradigm against HA's. The hybrid: its seeds switch at different
+#: epochs, and a step with seeds in both phases runs as two (:class:`.BatchedSeeds`);
+#: cut by the same time limit on an H200 (2026-11-26), its 12-seed cell ran 53 epochs
+#: where HA's ran 59. The others are taken as HA (SA's step is cheaper, LV's dearer).
+FCAM_PARADIGM_COST = {"hybrid": 59 / 53}
 #: How much more work four processes side by side get through on one card than one
 #: alone (:func:`shared_slowdown`). CNN FCAM cells: the four parts of
 #: t1-cifar10-m5-authors-ha (3 seeds, 200 epochs, the CUDA-graph step) together took
@@ -144,7 +149,8 @@ def estimate_seconds(cell, card, epochs=None):
         step = (fixed + per_seed * c.seeds * segments) / 1000 * (c.batch_size / 100)
         steps = (epochs or c.epochs) * -(-c.n_train // c.batch_size)
         # plus a test evaluation every eval_every epochs (forward only: ~1/3 of a step)
-        return steps * step * (1 + c.n_test / (3 * c.eval_every * c.n_train))
+        cost = FCAM_PARADIGM_COST.get(s["paradigm"], 1.0)
+        return steps * step * cost * (1 + c.n_test / (3 * c.eval_every * c.n_train))
     unit = UNIT_SECONDS[s["runner"]][card]
     if s["runner"] == "hatexplain":
         return s["seeds"] * s["epochs"] * unit[s["embedding"]]
