@@ -321,9 +321,11 @@ while read -r name folder minutes secs; do
   run_one "$name" "$left" </dev/null &
 done <<<"$PLAN"
 wait
+RAN=()                                  # the cells that ran (and may have written a record)
 for name in "${NAMES[@]}"; do
   row=$(cat "runs/cells/$name.status" 2>/dev/null || echo "FAIL(?)|-|no status")
   case "$row" in DONE*|SKIP*) ;; *) FAILED=1 ;; esac
+  case "$row" in DONE\|*|TIMEOUT\|*) RAN+=("$name") ;; esac
   ROWS+=("$name|$row")
 done
 
@@ -337,10 +339,6 @@ SUMMARY=$( {
   echo "|---|---|---|---|"
   for row in "${ROWS[@]}"; do IFS='|' read -r a b c d <<<"$row"; echo "| $a | $b | $c | $d |"; done
   # what the cells that ran wrote, as `attn-dyn cells report` tables them
-  RAN=()
-  for row in "${ROWS[@]}"; do
-    IFS='|' read -r a b _ <<<"$row"; case "$b" in DONE|TIMEOUT) RAN+=("$a") ;; esac
-  done
   if [ "${#RAN[@]}" -gt 0 ]; then
     echo
     $PY - "${RAN[@]}" <<'PYEOF' 2>&1 || echo "(the records of this job could not be tabled)"
