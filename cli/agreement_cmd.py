@@ -47,13 +47,14 @@ def agreement(out, progress, paradigm, switch_step, **options):
       attn-dyn agreement --dataset multi30k --data-dir DIR --out runs/m30k \\
           --steps 2000 --hidden 128 --max-train 5000 --device cuda
     """
-    from minimal_attn.backends.snell.agreement import run_agreement
+    from minimal_attn.backends.snell.agreement import run_agreement, seconds_line
 
     config = agreement_config(options, paradigm, switch_step)
     on_interrupt(lambda: resume_note(out))      # running the same command continues
     with ProgressBar(progress) as bar:
-        run_agreement(config, out, progress=bar, log=echo_line)
+        result = run_agreement(config, out, progress=bar, log=echo_line)
     with open(os.path.join(out, "table.md"), encoding="utf-8") as f:
         click.echo(f.read(), nl=False)
     click.echo(f"Wrote {os.path.join(out, 'agreement.json')}, table.md, table.csv, "
                "agreement_curves.png")
+    click.echo(seconds_line(result))

@@ -25,7 +25,7 @@ TINY = dict(steps=20, hidden=8, emb=8, out_hidden=8, max_train=200, max_val=40, 
 def _plain(result):
     """agreement.json's dict without run control and the marks a time limit leaves."""
     out = json.loads(json.dumps(result, default=str))
-    for key in ("config", "steps_run", "time_limited"):
+    for key in ("config", "steps_run", "time_limited", "seconds"):
         out.pop(key)
     for history in out["runs"].values():
         for h in history:
@@ -92,6 +92,10 @@ def test_a_table2_cell_cut_short_is_partial_until_a_rerun_finishes_it(tmp_path, 
     again = cells.run_cell("tiny-t2-sst2", str(shared_data), results, work, device="cpu")
     assert not any(again["result"]["time_limited"].values())
     assert set(again["result"]["steps_run"].values()) == {20}
+    # the record's seconds: every model's, its training summed over the cut call and this one
+    before, after = res["seconds"], again["result"]["seconds"]
+    assert set(before["jobs"]) == set(after["jobs"]) == set(res["steps_run"])
+    assert all(after[m]["train_s"] > before[m]["train_s"] > 0 for m in res["steps_run"])
     assert cells.finished("tiny-t2-sst2", results)
     assert "partial" not in results_store.render(results_store.read_cells(results))
 

@@ -31,6 +31,18 @@ def test_workers_train_the_same_row_as_one_after_another(tmp_path, shared_data,
     one, side = (json.loads(json.dumps(rows[w], default=str)) for w in (1, 3))
     assert one["runs"].keys() == {"standard", "second", "uniform", "frozen"}
     assert side["config"].pop("workers") == 3 and one["config"].pop("workers") == 1
+    # where the time went: each job's wall seconds, each model's per-call record
+    took = {w: r.pop("seconds") for w, r in ((1, one), (3, side))}
+    assert set(took[1]["jobs"]) == set(one["runs"])
+    assert set(took[3]["jobs"]) == set(one["runs"]) | {"proxy", "logistic"}
+    for t in took.values():
+        assert all(s > 0 for s in t["jobs"].values())
+        assert t["row"] >= t["all_jobs"] >= max(t["jobs"].values())
+        for name, calls in t["models"].items():      # one call, every evaluation in it
+            assert [(c["from_step"], c["to_step"], c["evals"]) for c in calls] == \
+                [(0, 20, len(one["runs"][name]))]
+            assert all(c["train_s"] > 0 and c["eval_s"] > 0 and c["setup_s"] > 0
+                       for c in calls)
     assert side == one                 # every number: the models, the proxies, the tables
     for name in one["runs"]:           # the checkpoints hold the same weights
         import torch
@@ -38,10 +50,11 @@ def test_workers_train_the_same_row_as_one_after_another(tmp_path, shared_data,
         a, b = (torch.load(tmp_path / w / "runs" / name / "checkpoint.pt", weights_only=False)
                 for w in ("w1", "w3"))
         assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
-    # one task for the workers, its count rising to the summed steps and the proxy's unit
+    # one task for the workers, its count rising to the summed steps and the two proxies'
+    # units
     models = [h for h in heard if h[0] == "models"]
     dones = [h[1] for h in models]
-    assert dones == sorted(dones) and dones[-1] == models[-1][2] == 4 * 20 + 1
+    assert dones == sorted(dones) and dones[-1] == models[-1][2] == 4 * 20 + 2
     assert any(h[3] and h[3].startswith(("standard: ", "second: ")) for h in models)
 
 

@@ -37,6 +37,8 @@ def test_tiny_end_to_end_and_reuse(tmp_path, shared_data, torch_one_thread, data
     assert result["xi_star"] == result["runs"]["second"][-1]["val_perf"]
     assert f"| {rows} (paper) |" in r.output and (out / "table.csv").exists()
     assert (out / "agreement_curves.png").stat().st_size > 1000
+    took = next(line for line in r.output.splitlines() if line.startswith("Took "))
+    assert "standard" in took and "steps 0-20: train" in took      # where the time went
     runs = {p.name for p in (out / "runs").iterdir()}
     assert runs == ({"standard", "second", "uniform", "frozen"} if dataset == "sst2"
                     else {"standard", "second", "uniform"})

@@ -1,5 +1,7 @@
 """Training one LSTM attention model (Snell et al. 2021, A.8): resume equals uninterrupted."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -60,6 +62,14 @@ def test_resume_equals_uninterrupted(tmp_path, torch_one_thread, kind, attention
     train_seq(task, config, tmp_path / "cut")
     (h1, e1), (h2, e2) = load_run(tmp_path / "full"), load_run(tmp_path / "cut")
     assert h1 == h2 and [h["step"] for h in h1] == [0, 4, 8]
+    # timing.json: one record per call, the cut call's kept when the run continued
+    calls = {run: json.loads((tmp_path / run / "timing.json").read_text())["calls"]
+             for run in ("full", "cut")}
+    assert [(c["from_step"], c["to_step"], c["evals"]) for c in calls["full"]] == [(0, 8, 3)]
+    assert [(c["from_step"], c["to_step"], c["evals"]) for c in calls["cut"]] == \
+        [(0, 4, 2), (4, 8, 1)]
+    assert all(c["setup_s"] > 0 and c["train_s"] > 0 and c["eval_s"] > 0
+               for c in calls["full"] + calls["cut"])
     for step in e1:
         assert sorted(e1[step]) == sorted(e2[step])
         for key in e1[step]:

@@ -21,11 +21,15 @@ classification, the logistic proxy of Snell Eq. (55) on the same token ids
 (:mod:`.row_proxies`), and assembles the table with
 :mod:`minimal_attn.experiments.agreement_table`. Outputs in ``out_dir``:
 ``agreement.json``, ``table.md``, ``table.csv``, ``agreement_curves.png`` and one folder
-per model under ``runs/``.
+per model under ``runs/``. agreement.json's ``seconds`` says where the wall time went
+(:func:`seconds_line` puts it in one line): reading the data, each job (with its
+process's start when ``workers`` > 1), the proxies read back, the whole row, and each
+model's ``timing.json`` (:func:`.train.train_seq`: setup, training steps, evaluations).
 """
 
 import math
 import os
+import time
 from dataclasses import asdict, replace
 
 import numpy as np
@@ -48,6 +52,7 @@ from minimal_attn.backends.snell.workers import run_jobs
 from minimal_attn.backends.torch_backend import get_device
 from minimal_attn.datasets.seq import load_text_task
 from minimal_attn.experiments import agreement_table
+from minimal_attn.experiments.checkpoints import read_json
 from minimal_attn.experiments.io import (
     atomic_open,
     check_output_dir,
@@ -140,9 +145,12 @@ def run_agreement(config, out_dir, progress=None, log=None):
 
 
 def _run_agreement(c, out_dir, progress, log):
+    began = time.perf_counter()
     task, base = prepare(c, out_dir, proxy_too=True)
+    prepared = time.perf_counter()
     key = proxy_key(task, c)
     logistic_key = f"{key}/{LOGISTIC_RULE}"     # an older rule's cache is fitted again
+    logistic = c.task == "classify" and c.logistic
     # the paradigm trains the models whose alpha is compared; beta^uf and the frozen beta
     # stay Snell's SA probes of the data, so every paradigm is compared with the same ones
     snell = replace(base, paradigm="sa", switch_step=None)
@@ -155,23 +163,57 @@ def _run_agreement(c, out_dir, progress, log):
                    rc.steps)
             for name, rc in runs.items()}
     if c.workers > 1:            # the proxy, the longest job on a CPU, first and beside
-        jobs = {"proxy": (_fit_proxy, (c, out_dir, key), 1), **jobs}   # the models
+        jobs = {"proxy": (_fit_proxy, (c, out_dir, key), 1), **jobs}   # the models;
+        if logistic:             # the logistic proxy's host-side L-BFGS last, beside them
+            jobs["logistic"] = (_fit_logistic, (c, out_dir, logistic_key), 1)
     # each worker with its share of this process's threads (more oversubscribes a CPU:
     # 2 workers of 2 threads on 2 cores ran 4.7x slower than 1 after another)
-    run_jobs(jobs, c.workers, task, progress, log, label="models",
-             threads=max(1, torch.get_num_threads() // min(c.workers, len(jobs))))
+    seconds = {"prepare": prepared - began,
+               "jobs": run_jobs(jobs, c.workers, task, progress, log, label="models",
+                                threads=max(1, torch.get_num_threads()
+                                            // min(c.workers, len(jobs))))}
+    after = time.perf_counter()
+    seconds["all_jobs"] = after - prepared
     loaded = {name: load_run(os.path.join(out_dir, "runs", name)) for name in runs}
     px = _fit_proxy(c, out_dir, key, task=task, progress=progress)
-    lg = None
-    if c.task == "classify" and c.logistic:
-        tick = counter(progress, "logistic", 1)
-        tick(0)
-        lg = cached_rows(os.path.join(out_dir, "logistic.npz"), logistic_key,
-                         lambda: logistic_rows(task, c))
-        tick()
+    lg = _fit_logistic(c, out_dir, logistic_key, task=task, progress=progress) \
+        if logistic else None
+    seconds["proxies"] = time.perf_counter() - after
     result = assemble(c, task, loaded, px, lg)
-    _write_outputs(out_dir, c.dataset, result, task)
+    result["seconds"] = {**seconds, "models": {name: _timing(out_dir, name) for name in runs}}
+    _write_outputs(out_dir, c.dataset, result, task, began)
     return result
+
+
+def seconds_line(result):
+    """One line of where a row's wall time went, from agreement.json's ``seconds``: the
+    row, its jobs (side by side when ``workers`` > 1), and each model's steps with its
+    training and evaluation seconds in its last call that trained (a reused model's are
+    those of the run that trained it)."""
+    t = result.get("seconds")
+    if not t:
+        return "no timings recorded"
+    parts = []
+    for name, took in t["jobs"].items():
+        calls = t["models"].get(name)
+        if calls:
+            c = calls[-1]
+            parts.append(f"{name} {took:.0f} s (steps {c['from_step']}-{c['to_step']}: "
+                         f"train {c['train_s']:.0f} s, {c['evals']} evaluations "
+                         f"{c['eval_s']:.0f} s)")
+        else:
+            parts.append(f"{name} {took:.0f} s")
+    return (f"Took {t['row']:.0f} s: data {t['prepare']:.0f} s, jobs {t['all_jobs']:.0f} s, "
+            f"proxies read back {t['proxies']:.0f} s; " + "; ".join(parts))
+
+
+def _timing(out_dir, name):
+    """The per-call timing records :func:`.train.train_seq` kept for model ``name`` (None
+    if it has none: a run from before they were kept)."""
+    try:
+        return read_json(os.path.join(out_dir, "runs", name, "timing.json"))["calls"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def model_time_limit(time_limit, jobs, workers):
@@ -193,6 +235,18 @@ def _train_model(c, out_dir, name, rc, task=None, progress=None, log=None):
     train_seq(task, rc, os.path.join(out_dir, "runs", name), progress=progress,
               embeddings=c.embeddings if rc.attention != "frozen" else None, log=log,
               label=name)
+
+
+def _fit_logistic(c, out_dir, key, task=None, progress=None, log=None):
+    """The logistic proxy's beta^log rows (Snell Eq. (55)), fitted once and cached in
+    logistic.npz: a :func:`run_jobs` job, and what the row reads back after it."""
+    task = task if task is not None else prepare(c, out_dir)[0]
+    tick = counter(progress, "logistic", 1)
+    tick(0)
+    lg = cached_rows(os.path.join(out_dir, "logistic.npz"), key,
+                     lambda: logistic_rows(task, c))
+    tick()
+    return lg
 
 
 def _fit_proxy(c, out_dir, key, task=None, progress=None, log=None):
@@ -244,7 +298,7 @@ def assemble(c, task, loaded, px, lg):
     return result
 
 
-def _write_outputs(out_dir, dataset, result, task):
+def _write_outputs(out_dir, dataset, result, task, began):
     variants = result.pop("_variants_full")
     cut = {name: result["steps_run"][name] for name, v in result["time_limited"].items() if v}
     note = ("" if not cut else "\n**Partial: a time limit stopped " + ", ".join(
@@ -259,8 +313,10 @@ def _write_outputs(out_dir, dataset, result, task):
                    agreement_table.markdown_table(dataset, variants) + note)
         write_csv(os.path.join(stage, "table.csv"),
                   ["variant", "task"] + list(agreement_table.COLUMNS), rows)
-        write_json(os.path.join(stage, "agreement.json"), _jsonable(result))
         plot_agreement_curves(result, os.path.join(stage, "agreement_curves.png"))
+        # the row's wall time so far: all but writing this file
+        result["seconds"]["row"] = time.perf_counter() - began
+        write_json(os.path.join(stage, "agreement.json"), _jsonable(result))
 
 
 def _jsonable(obj):

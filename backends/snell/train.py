@@ -214,8 +214,10 @@ def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, l
     # a time limit stops at an evaluation after this call has trained (so a rerun under
     # the same limit always gets on)
     first_step, stopped_at = step, None
+    clock = _Clock(out_dir, device, step, start)
     while True:
         if step in evals and step not in done:
+            clock.evaluating(step)
             if (c.time_limit is not None and first_step < step < c.steps
                     and time.perf_counter() - start >= c.time_limit):
                 stopped_at = step
@@ -236,12 +238,14 @@ def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, l
                      "cuda_rng": (torch.cuda.get_rng_state()
                                   if str(device).startswith("cuda") else None)}
             write_checkpoint(ckpt_path, functools.partial(torch.save, saved))
+            clock.evaluated()
             tick(0, f"step {step} perf {record['val_perf']:.3f}")
         if step >= c.steps or stopped_at is not None:
             break
         if first_bad is None:
             first_bad = torch.tensor(-1, device=device)
             sync_every = _sync_every(device)
+            clock.training()
         rule = model.rule = rule_at(step)
         idx = batch_indices(step, c.batch_size, len(task.train_src), c.seed)
         loss = batch_loss(model, task, data["train"].batch(idx), rule)
@@ -261,6 +265,61 @@ def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, l
         tick()
     return {"config": asdict(c), "history": history, "out_dir": out_dir,
             "stopped_at": stopped_at}
+
+
+class _Clock:
+    """Where one call of :func:`train_seq` spends its wall time, kept in ``timing.json``.
+
+    ``setup_s``: from the call to its first evaluation or step (reading the checkpoint,
+    building the model, the splits to the device); ``train_s``: the training steps;
+    ``eval_s``: the evaluations with their files and checkpoints. On a GPU the card is
+    synchronised before each evaluation, so queued steps count as training. The file
+    holds one record per call (a continued run adds one) and is rewritten after every
+    evaluation, so a run killed midway (a job's time limit) still says where its time
+    went. It is provenance, not state: a run continues without it.
+    """
+
+    def __init__(self, out_dir, device, step, start):
+        self.path = os.path.join(out_dir, "timing.json")
+        self.cuda = torch.device(device).type == "cuda"
+        try:
+            earlier = read_json(self.path)
+            self.calls = earlier["calls"] if isinstance(earlier, dict) else []
+        except (OSError, ValueError, KeyError, TypeError):
+            self.calls = []
+        self.now = {"device": str(device), "from_step": step, "to_step": step, "evals": 0,
+                    "setup_s": None, "train_s": 0.0, "eval_s": 0.0}
+        self.start, self.mark = start, None
+
+    def _time(self):
+        if self.cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def _close_setup(self, t):
+        if self.now["setup_s"] is None:
+            self.now["setup_s"] = t - self.start
+
+    def training(self):
+        """The first training step of the call (a continued run may start with one)."""
+        if self.mark is None:
+            self.mark = self._time()
+            self._close_setup(self.mark)
+
+    def evaluating(self, step):
+        t = self._time()
+        self._close_setup(t)
+        if self.mark is not None:
+            self.now["train_s"] += t - self.mark
+        self.mark, self.now["to_step"] = t, step
+
+    def evaluated(self):
+        t = self._time()
+        self.now["eval_s"] += t - self.mark
+        self.now["evals"] += 1
+        self.mark = t
+        write_json(self.path, {"calls": self.calls + [
+            {k: round(v, 3) if isinstance(v, float) else v for k, v in self.now.items()}]})
 
 
 def _sync_every(device):

@@ -39,20 +39,25 @@ def run_jobs(jobs, workers, task=None, progress=None, log=None, threads=1, label
     ``progress`` and ``log``, as if there were no workers. Otherwise each in a spawned
     process with ``threads`` torch CPU threads; ``progress(label, done, total, note)``
     then hears of them together as task ``label`` (``units``: a job's share of the
-    total, e.g. its steps).
+    total, e.g. its steps). Returns each job's wall seconds, from its start to its end
+    (a child's include starting Python, importing torch and loading the data).
     """
     if isinstance(workers, bool) or int(workers) != workers or workers < 1:
         raise InputError(f"workers must be an integer >= 1, got {workers}", param="workers")
+    seconds = {}
     if workers == 1:
-        for fn, args, _ in jobs.values():
+        for name, (fn, args, _) in jobs.items():
+            began = time.perf_counter()
             fn(*args, task=task, progress=progress, log=log)
-        return
+            seconds[name] = time.perf_counter() - began
+        return seconds
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")
     inbox = ctx.Queue()
     waiting, running = list(jobs), {}
     done, total = dict.fromkeys(jobs, 0), sum(units for *_, units in jobs.values())
+    began = {}
     try:
         while waiting or running:
             while waiting and len(running) < workers:
@@ -61,6 +66,7 @@ def run_jobs(jobs, workers, task=None, progress=None, log=None, threads=1, label
                 running[name] = ctx.Process(target=_child, name=f"attn-dyn {name}",
                                             args=(fn, args, name, threads, inbox), daemon=True)
                 running[name].start()
+                began[name] = time.perf_counter()
             try:
                 kind, name, *rest = inbox.get(timeout=1.0)
             except queue_module.Empty:
@@ -83,6 +89,7 @@ def run_jobs(jobs, workers, task=None, progress=None, log=None, threads=1, label
                     log(rest[0])
             elif kind == "done":            # (a reused model may have sent no step)
                 running.pop(name).join()
+                seconds[name] = time.perf_counter() - began[name]
                 done[name] = jobs[name][2]
                 if progress:
                     progress(label, round(sum(done.values())), total, None)
@@ -96,6 +103,7 @@ def run_jobs(jobs, workers, task=None, progress=None, log=None, threads=1, label
                 proc.terminate()
             proc.join()
         inbox.close()
+    return seconds
 
 
 def _child(fn, args, name, threads, inbox):

@@ -160,7 +160,7 @@ def estimate_seconds(cell, card, epochs=None):
         # the row's models: standard, second, uniform (and frozen, classification only)
         models = 4 if s["task"] == "classify" else 3
         steps = models * per_model * unit[s["task"]]
-        # on a card the row's models train side by side (cell_runners: --workers 5), taken
+        # on a card the row's models train side by side (cell_runners: --workers 6), taken
         # to share it as host-bound processes do (shared_slowdown; not measured for LSTMs)
         share = models / shared_slowdown(models, SHARED_SPEEDUP_AT_4["host_bound"])
         return steps / (share if card != "cpu" else 1) + 60

@@ -111,9 +111,9 @@ def _run_agreement(cell, data_dir, work, device, log, control=None, progress=Non
 
     s = cell.settings
     chosen = None if device == "auto" else device
-    # on a GPU every model and the proxy side by side (small LSTMs leave it idle between
-    # launches); the numbers are those of one after another
-    workers = 5 if get_device(chosen, param="device").type == "cuda" else 1
+    # on a GPU every model and both proxies side by side (small LSTMs leave it idle between
+    # launches; the logistic proxy is host-side); the numbers are those of one after another
+    workers = 6 if get_device(chosen, param="device").type == "cuda" else 1
     size = TINY_AGREEMENT if s.get("size") == "tiny" else {}
     config = AgreementConfig(task=s["task"], dataset=s["dataset"], data_dir=data_dir,
                              device=chosen, workers=workers,
@@ -131,7 +131,22 @@ def agreement_result(out):
     return {"row": [out.get(k) for k in COLUMNS], "columns": list(COLUMNS),
             "performance": out["runs"]["standard"][-1]["val_perf"],
             "performance_name": out["performance"],
-            "steps_run": out["steps_run"], "time_limited": out["time_limited"]}
+            "steps_run": out["steps_run"], "time_limited": out["time_limited"],
+            "seconds": _row_seconds(out.get("seconds"))}
+
+
+def _row_seconds(seconds):
+    """The row's wall seconds for its record: the whole row, each job (a model, the
+    proxies), and per model its training and evaluation seconds summed over its calls."""
+    if not seconds:
+        return None
+    out = {"row": round(seconds["row"], 3),
+           "jobs": {k: round(v, 3) for k, v in seconds["jobs"].items()}}
+    for name, calls in seconds["models"].items():
+        if calls:
+            out[name] = {k: round(sum(c[k] or 0.0 for c in calls), 3)
+                         for k in ("setup_s", "train_s", "eval_s")}
+    return out
 
 
 def synthetic_config(s, device, control=None):
