@@ -15,7 +15,10 @@
 # (default 570 s); with under 30 s left a check is skipped and says so. Logs go to DIR (default gpu_check_out/).
 # Data: $ATTN_DYN_DATA (default ../shared/data beside the checkout, else ./shared/data).
 # Extra options for commands whose options this script cannot know in advance:
-#   GPU_CHECK_SYNTHETIC_ARGS, GPU_CHECK_AGREEMENT_ARGS (appended to the defaults).
+#   GPU_CHECK_SYNTHETIC_ARGS, GPU_CHECK_AGREEMENT_ARGS (appended to the defaults);
+#   GPU_CHECK_ROW_LIMIT: the paper-size SST-2 row's --time-limit (default 150 s), so it
+#   ends inside its 240 s and its last line says how far its models got and where the
+#   time went.
 set -u
 cd "$(dirname "$0")/.."
 

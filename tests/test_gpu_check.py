@@ -54,3 +54,16 @@ def test_help_prints_the_whole_header_and_nothing_else(script):
     out = subprocess.run(["bash", str(path), "--help"], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0 and out.stdout.splitlines() == lines[1:end]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not available")
+@pytest.mark.parametrize("env, limit", [({}, "150"), ({"GPU_CHECK_ROW_LIMIT": "77"}, "77")])
+def test_the_paper_size_row_runs_everything_side_by_side_under_a_time_limit(env, limit):
+    import os
+
+    out = subprocess.run(["bash", str(SCRIPT), "--dry-run", "--only", "agreement_sst2_paper"],
+                         capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+    assert out.returncode == 0, out.stderr
+    (row,) = [line for line in out.stdout.splitlines() if line.startswith("speed_agreement")]
+    # four models, the proxy and the logistic proxy at once; it ends on its own inside 240 s
+    assert "--workers 6" in row and f"--time-limit {limit} " in row and " 240s " in row
