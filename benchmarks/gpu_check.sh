@@ -18,7 +18,7 @@
 #   GPU_CHECK_SYNTHETIC_ARGS, GPU_CHECK_AGREEMENT_ARGS (appended to the defaults);
 #   GPU_CHECK_ROW_LIMIT: the paper-size SST-2 row's --time-limit (default 150 s), so it
 #   ends inside its 240 s and its last line says how far its models got and where the
-#   time went.
+#   time went; GPU_CHECK_M30K_LIMIT the same for the Multi30k row (default 180 s of 300).
 set -u
 cd "$(dirname "$0")/.."
 
@@ -83,6 +83,9 @@ CHECKS=(
   "speed_snell_steps_sst2|60|[ -d $DATA/sst2 ]|$PY benchmarks/bench_snell_agreement.py --dataset sst2 --data-dir $DATA/sst2 --device cuda --train-steps-only --steps 300"
   "speed_snell_steps_multi30k|60|[ -d $DATA/multi30k ]|$PY benchmarks/bench_snell_agreement.py --dataset multi30k --data-dir $DATA/multi30k --device cuda --train-steps-only --steps 300"
   "speed_agreement_sst2_paper|240|has_command agreement && [ -d $DATA/sst2 ]|$CLI agreement --task classify --dataset sst2 --data-dir $DATA/sst2 --device cuda --workers 6 --time-limit ${GPU_CHECK_ROW_LIMIT:-150} --no-progress --out $OUT/agreement_paper"
+  # the Multi30k row (20,000 steps a model) cannot end inside one check: under a limit its
+  # last line gives each model's steps and seconds, from which the whole row's time follows
+  "speed_agreement_multi30k_paper|300|has_command agreement && [ -d $DATA/multi30k ]|$CLI agreement --task translate --dataset multi30k --data-dir $DATA/multi30k --device cuda --workers 6 --time-limit ${GPU_CHECK_M30K_LIMIT:-180} --no-progress --out $OUT/agreement_m30k_paper"
 )
 SELECTED=()
 for entry in "${CHECKS[@]}"; do

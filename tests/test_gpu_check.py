@@ -57,13 +57,17 @@ def test_help_prints_the_whole_header_and_nothing_else(script):
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not available")
-@pytest.mark.parametrize("env, limit", [({}, "150"), ({"GPU_CHECK_ROW_LIMIT": "77"}, "77")])
-def test_the_paper_size_row_runs_everything_side_by_side_under_a_time_limit(env, limit):
+@pytest.mark.parametrize("check, env, limit, within", [
+    ("sst2", {}, "150", "240"), ("sst2", {"GPU_CHECK_ROW_LIMIT": "77"}, "77", "240"),
+    ("multi30k", {}, "180", "300"), ("multi30k", {"GPU_CHECK_M30K_LIMIT": "90"}, "90", "300")])
+def test_the_paper_size_rows_run_side_by_side_under_a_time_limit(check, env, limit, within):
     import os
 
-    out = subprocess.run(["bash", str(SCRIPT), "--dry-run", "--only", "agreement_sst2_paper"],
+    out = subprocess.run(["bash", str(SCRIPT), "--dry-run", "--only",
+                          f"agreement_{check}_paper"],
                          capture_output=True, text=True, timeout=120, env={**os.environ, **env})
     assert out.returncode == 0, out.stderr
     (row,) = [line for line in out.stdout.splitlines() if line.startswith("speed_agreement")]
-    # four models, the proxy and the logistic proxy at once; it ends on its own inside 240 s
-    assert "--workers 6" in row and f"--time-limit {limit} " in row and " 240s " in row
+    # the models and the proxies at once; the row ends on its own inside the check's limit
+    assert f"--dataset {check} " in row and "--workers 6" in row
+    assert f"--time-limit {limit} " in row and f" {within}s " in row
