@@ -59,7 +59,7 @@ def test_help_prints_the_whole_header_and_nothing_else(script):
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not available")
 @pytest.mark.parametrize("check, env, limit, within", [
     ("sst2", {}, "150", "240"), ("sst2", {"GPU_CHECK_ROW_LIMIT": "77"}, "77", "240"),
-    ("multi30k", {}, "180", "300"), ("multi30k", {"GPU_CHECK_M30K_LIMIT": "90"}, "90", "300")])
+    ("multi30k", {}, "150", "300"), ("multi30k", {"GPU_CHECK_M30K_LIMIT": "90"}, "90", "300")])
 def test_the_paper_size_rows_run_side_by_side_under_a_time_limit(check, env, limit, within):
     import os
 
