@@ -39,6 +39,7 @@ def test_tiny_end_to_end_and_reuse(tmp_path, shared_data, torch_one_thread, data
     assert (out / "agreement_curves.png").stat().st_size > 1000
     took = next(line for line in r.output.splitlines() if line.startswith("Took "))
     assert "standard" in took and "steps 0-20: train" in took      # where the time went
+    assert "model setup" in took
     runs = {p.name for p in (out / "runs").iterdir()}
     assert runs == ({"standard", "second", "uniform", "frozen"} if dataset == "sst2"
                     else {"standard", "second", "uniform"})

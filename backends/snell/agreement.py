@@ -187,9 +187,10 @@ def _run_agreement(c, out_dir, progress, log):
 
 def seconds_line(result):
     """One line of where a row's wall time went, from agreement.json's ``seconds``: the
-    row, its jobs (side by side when ``workers`` > 1), and each model's steps with its
+    row, its jobs (side by side when ``workers`` > 1), and each model's setup, steps,
     training and evaluation seconds in its last call that trained (a reused model's are
-    those of the run that trained it)."""
+    those of the run that trained it). A job's seconds beyond those are its process's
+    start and reading the data."""
     t = result.get("seconds")
     if not t:
         return "no timings recorded"
@@ -198,9 +199,9 @@ def seconds_line(result):
         calls = t["models"].get(name)
         if calls:
             c = calls[-1]
-            parts.append(f"{name} {took:.0f} s (steps {c['from_step']}-{c['to_step']}: "
-                         f"train {c['train_s']:.0f} s, {c['evals']} evaluations "
-                         f"{c['eval_s']:.0f} s)")
+            parts.append(f"{name} {took:.0f} s (model setup {c['setup_s'] or 0:.0f} s; steps "
+                         f"{c['from_step']}-{c['to_step']}: train {c['train_s']:.0f} s, "
+                         f"{c['evals']} evaluations {c['eval_s']:.0f} s)")
         else:
             parts.append(f"{name} {took:.0f} s")
     return (f"Took {t['row']:.0f} s: data {t['prepare']:.0f} s, jobs {t['all_jobs']:.0f} s, "
