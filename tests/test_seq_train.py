@@ -70,6 +70,11 @@ def test_resume_equals_uninterrupted(tmp_path, torch_one_thread, kind, attention
         [(0, 4, 2), (4, 8, 1)]
     assert all(c["setup_s"] > 0 and c["train_s"] > 0 and c["eval_s"] > 0
                for c in calls["full"] + calls["cut"])
+    for name in ("checkpoint.pt", "checkpoint.pt.prev"):      # started over: one call again
+        (tmp_path / "full" / name).unlink(missing_ok=True)
+    train_seq(task, config, tmp_path / "full")
+    again = json.loads((tmp_path / "full" / "timing.json").read_text())["calls"]
+    assert [(c["from_step"], c["to_step"]) for c in again] == [(0, 8)]
     for step in e1:
         assert sorted(e1[step]) == sorted(e2[step])
         for key in e1[step]:

@@ -23,7 +23,7 @@ classification, the logistic proxy of Snell Eq. (55) on the same token ids
 ``agreement.json``, ``table.md``, ``table.csv``, ``agreement_curves.png`` and one folder
 per model under ``runs/``. agreement.json's ``seconds`` says where the wall time went
 (:func:`seconds_line` puts it in one line): reading the data, each job (with its
-process's start when ``workers`` > 1), the proxies read back, the whole row, and each
+process's start when ``workers`` > 1), the proxies, the whole row, and each
 model's ``timing.json`` (:func:`.train.train_seq`: setup, training steps, evaluations).
 """
 
@@ -187,10 +187,11 @@ def _run_agreement(c, out_dir, progress, log):
 
 def seconds_line(result):
     """One line of where a row's wall time went, from agreement.json's ``seconds``: the
-    row, its jobs (side by side when ``workers`` > 1), and each model's setup, steps,
-    training and evaluation seconds in its last call that trained (a reused model's are
-    those of the run that trained it). A job's seconds beyond those are its process's
-    start and reading the data."""
+    row, its jobs (side by side when ``workers`` > 1), the proxies here (fitted when
+    ``workers`` is 1, else read back from their jobs' caches), and each model's setup,
+    steps, training and evaluation seconds in its last call that trained (a reused
+    model's are those of the run that trained it). A job's seconds beyond those are its
+    process's start and reading the data."""
     t = result.get("seconds")
     if not t:
         return "no timings recorded"
@@ -205,7 +206,7 @@ def seconds_line(result):
         else:
             parts.append(f"{name} {took:.0f} s")
     return (f"Took {t['row']:.0f} s: data {t['prepare']:.0f} s, jobs {t['all_jobs']:.0f} s, "
-            f"proxies read back {t['proxies']:.0f} s; " + "; ".join(parts))
+            f"proxies {t['proxies']:.0f} s; " + "; ".join(parts))
 
 
 def _timing(out_dir, name):

@@ -282,11 +282,12 @@ class _Clock:
     def __init__(self, out_dir, device, step, start):
         self.path = os.path.join(out_dir, "timing.json")
         self.cuda = torch.device(device).type == "cuda"
+        self.calls = []               # a call from step 0 starts the run: no earlier calls
         try:
-            earlier = read_json(self.path)
-            self.calls = earlier["calls"] if isinstance(earlier, dict) else []
+            if step > 0:
+                self.calls = list(read_json(self.path)["calls"])
         except (OSError, ValueError, KeyError, TypeError):
-            self.calls = []
+            pass
         self.now = {"device": str(device), "from_step": step, "to_step": step, "evals": 0,
                     "setup_s": None, "train_s": 0.0, "eval_s": 0.0}
         self.start, self.mark = start, None

@@ -137,7 +137,8 @@ def agreement_result(out):
 
 def _row_seconds(seconds):
     """The row's wall seconds for its record: the whole row, each job (a model, the
-    proxies), and per model its training and evaluation seconds summed over its calls."""
+    proxies), and per model its setup, training and evaluation seconds summed over its
+    calls."""
     if not seconds:
         return None
     out = {"row": round(seconds["row"], 3),
