@@ -47,7 +47,8 @@ def agreement(out, progress, paradigm, switch_step, **options):
       attn-dyn agreement --dataset multi30k --data-dir DIR --out runs/m30k \\
           --steps 2000 --hidden 128 --max-train 5000 --device cuda
     """
-    from minimal_attn.backends.snell.agreement import run_agreement, seconds_line
+    from minimal_attn.backends.snell.agreement import run_agreement
+    from minimal_attn.backends.snell.timing import seconds_line
 
     config = agreement_config(options, paradigm, switch_step)
     on_interrupt(lambda: resume_note(out))      # running the same command continues

@@ -20,7 +20,7 @@ pytest.importorskip("torch")
 
 from minimal_attn import agreement  # noqa: E402
 from minimal_attn.backends.snell.agreement import AgreementConfig, run_agreement  # noqa: E402
-from minimal_attn.backends.snell.train import load_rows, load_run  # noqa: E402
+from minimal_attn.backends.snell.run_files import load_rows, load_run  # noqa: E402
 
 FILLERS = [f"w{i}" for i in range(20)]
 

@@ -22,9 +22,9 @@ classification, the logistic proxy of Snell Eq. (55) on the same token ids
 :mod:`minimal_attn.experiments.agreement_table`. Outputs in ``out_dir``:
 ``agreement.json``, ``table.md``, ``table.csv``, ``agreement_curves.png`` and one folder
 per model under ``runs/``. agreement.json's ``seconds`` says where the wall time went
-(:func:`seconds_line` puts it in one line): reading the data, each job (with its
+(:func:`.timing.seconds_line` puts it in one line): reading the data, each job (with its
 process's start when ``workers`` > 1), the proxies, the whole row, and each
-model's ``timing.json`` (:func:`.train.train_seq`: setup, training steps, evaluations).
+model's ``timing.json`` (:mod:`.timing`: setup, training steps, evaluations).
 """
 
 import math
@@ -47,12 +47,13 @@ from minimal_attn.backends.snell.row_proxies import (
     proxy_rows,
     read_cache,
 )
-from minimal_attn.backends.snell.train import SeqTrainConfig, load_run, train_seq
+from minimal_attn.backends.snell.run_files import load_run
+from minimal_attn.backends.snell.timing import read_calls
+from minimal_attn.backends.snell.train import SeqTrainConfig, train_seq
 from minimal_attn.backends.snell.workers import run_jobs
 from minimal_attn.backends.torch_backend import get_device
 from minimal_attn.datasets.seq import load_text_task
 from minimal_attn.experiments import agreement_table
-from minimal_attn.experiments.checkpoints import read_json
 from minimal_attn.experiments.io import (
     atomic_open,
     check_output_dir,
@@ -180,42 +181,10 @@ def _run_agreement(c, out_dir, progress, log):
         if logistic else None
     seconds["proxies"] = time.perf_counter() - after
     result = assemble(c, task, loaded, px, lg)
-    result["seconds"] = {**seconds, "models": {name: _timing(out_dir, name) for name in runs}}
+    result["seconds"] = {**seconds, "models": {
+        name: read_calls(os.path.join(out_dir, "runs", name)) for name in runs}}
     _write_outputs(out_dir, c.dataset, result, task, began)
     return result
-
-
-def seconds_line(result):
-    """One line of where a row's wall time went, from agreement.json's ``seconds``: the
-    row, its jobs (side by side when ``workers`` > 1), the proxies here (fitted when
-    ``workers`` is 1, else read back from their jobs' caches), and each model's setup,
-    steps, training and evaluation seconds in its last call that trained (a reused
-    model's are those of the run that trained it). A job's seconds beyond those are its
-    process's start and reading the data."""
-    t = result.get("seconds")
-    if not t:
-        return "no timings recorded"
-    parts = []
-    for name, took in t["jobs"].items():
-        calls = t["models"].get(name)
-        if calls:
-            c = calls[-1]
-            parts.append(f"{name} {took:.0f} s (model setup {c['setup_s'] or 0:.0f} s; steps "
-                         f"{c['from_step']}-{c['to_step']}: train {c['train_s']:.0f} s, "
-                         f"{c['evals']} evaluations {c['eval_s']:.0f} s)")
-        else:
-            parts.append(f"{name} {took:.0f} s")
-    return (f"Took {t['row']:.0f} s: data {t['prepare']:.0f} s, jobs {t['all_jobs']:.0f} s, "
-            f"proxies {t['proxies']:.0f} s; " + "; ".join(parts))
-
-
-def _timing(out_dir, name):
-    """The per-call timing records :func:`.train.train_seq` kept for model ``name`` (None
-    if it has none: a run from before they were kept)."""
-    try:
-        return read_json(os.path.join(out_dir, "runs", name, "timing.json"))["calls"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 def model_time_limit(time_limit, jobs, workers):

@@ -8,7 +8,7 @@ import numpy as np
 
 from minimal_attn import logistic_proxy, proxy
 from minimal_attn._proxy_fast import beta_px_rows
-from minimal_attn.backends.snell.train import load_rows, save_rows
+from minimal_attn.backends.snell.run_files import load_rows, save_rows
 from minimal_attn.backends.torch_backend import get_device
 from minimal_attn.experiments.checkpoints import data_fingerprint, load_guarded
 

@@ -37,18 +37,22 @@ from minimal_attn.backends.snell.config import (  # noqa: F401 (re-exported)
 )
 from minimal_attn.backends.snell.eval import batch_loss, evaluate
 from minimal_attn.backends.snell.inputs import check_run, load_embeddings
+from minimal_attn.backends.snell.run_files import (  # noqa: F401 (load_run re-exported)
+    load_run,
+    save_rows,
+)
 from minimal_attn.backends.snell.seq_models import Classifier, Seq2Seq
+from minimal_attn.backends.snell.timing import Clock
 from minimal_attn.backends.torch_backend import get_device, optimizer_step, read_torch
-from minimal_attn.errors import DivergedError, InputError
+from minimal_attn.errors import DivergedError
 from minimal_attn.experiments.checkpoints import (
     checkpoint_header,
     data_fingerprint,
-    load_guarded,
     read_checkpoint,
     read_json,
     write_checkpoint,
 )
-from minimal_attn.experiments.io import atomic_open, ensure_dir, write_json
+from minimal_attn.experiments.io import ensure_dir, write_json
 from minimal_attn.experiments.progress import counter
 
 #: train-seq's checkpoint identity (experiments/checkpoints.checkpoint_header)
@@ -87,34 +91,6 @@ def batch_indices(step, batch_size, n, seed):
             _PERMS[key] = np.random.default_rng([seed, int(epoch)]).permutation(n)
         sel = pos // n == epoch
         out[sel] = _PERMS[key][pos[sel] % n]
-    return out
-
-
-def save_rows(path, arrays):
-    """Save dicts of ragged lists of 2-D arrays as ``<key>_flat`` and ``<key>_shape``."""
-    flat = {}
-    for key, value in arrays.items():
-        if isinstance(value, list):
-            flat[key + "_flat"] = (np.concatenate([a.ravel() for a in value])
-                                   if value else np.zeros(0))
-            flat[key + "_shape"] = np.array([a.shape for a in value], dtype=np.int64)
-        else:
-            flat[key] = np.asarray(value)
-    with atomic_open(path, "wb") as f:
-        np.savez(f, **flat)
-
-
-def load_rows(path):
-    """Inverse of :func:`save_rows`."""
-    out = {}
-    with np.load(path) as z:
-        for key in z.files:
-            if key.endswith("_shape"):
-                name, shapes = key[:-6], z[key]
-                flat, ends = z[name + "_flat"], np.cumsum(np.prod(shapes, axis=1))
-                out[name] = [flat[e - r * c:e].reshape(r, c) for e, (r, c) in zip(ends, shapes)]
-            elif not key.endswith("_flat"):
-                out[key] = z[key]
     return out
 
 
@@ -214,7 +190,7 @@ def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, l
     # a time limit stops at an evaluation after this call has trained (so a rerun under
     # the same limit always gets on)
     first_step, stopped_at = step, None
-    clock = _Clock(out_dir, device, step, start)
+    clock = Clock(out_dir, device, step, start)
     while True:
         if step in evals and step not in done:
             clock.evaluating(step)
@@ -267,62 +243,6 @@ def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, l
             "stopped_at": stopped_at}
 
 
-class _Clock:
-    """Where one call of :func:`train_seq` spends its wall time, kept in ``timing.json``.
-
-    ``setup_s``: from the call to its first evaluation or step (reading the checkpoint,
-    building the model, the splits to the device); ``train_s``: the training steps;
-    ``eval_s``: the evaluations with their files and checkpoints. On a GPU the card is
-    synchronised before each evaluation, so queued steps count as training. The file
-    holds one record per call (a continued run adds one) and is rewritten after every
-    evaluation, so a run killed midway (a job's time limit) still says where its time
-    went. It is provenance, not state: a run continues without it.
-    """
-
-    def __init__(self, out_dir, device, step, start):
-        self.path = os.path.join(out_dir, "timing.json")
-        self.cuda = torch.device(device).type == "cuda"
-        self.calls = []               # a call from step 0 starts the run: no earlier calls
-        try:
-            if step > 0:
-                self.calls = list(read_json(self.path)["calls"])
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-        self.now = {"device": str(device), "from_step": step, "to_step": step, "evals": 0,
-                    "setup_s": None, "train_s": 0.0, "eval_s": 0.0}
-        self.start, self.mark = start, None
-
-    def _time(self):
-        if self.cuda:
-            torch.cuda.synchronize()
-        return time.perf_counter()
-
-    def _close_setup(self, t):
-        if self.now["setup_s"] is None:
-            self.now["setup_s"] = t - self.start
-
-    def training(self):
-        """The first training step of the call (a continued run may start with one)."""
-        if self.mark is None:
-            self.mark = self._time()
-            self._close_setup(self.mark)
-
-    def evaluating(self, step):
-        t = self._time()
-        self._close_setup(t)
-        if self.mark is not None:
-            self.now["train_s"] += t - self.mark
-        self.mark, self.now["to_step"] = t, step
-
-    def evaluated(self):
-        t = self._time()
-        self.now["eval_s"] += t - self.mark
-        self.now["evals"] += 1
-        self.mark = t
-        write_json(self.path, {"calls": self.calls + [
-            {k: round(v, 3) if isinstance(v, float) else v for k, v in self.now.items()}]})
-
-
 def _sync_every(device):
     """Steps between reads of the divergence flag: every step on the CPU (a read is free)."""
     return 1 if torch.device(device).type == "cpu" else SYNC_EVERY
@@ -340,25 +260,3 @@ def _auto_switch(c, task, history, step):
     """``step`` when the hybrid switches there (mean source length as m), else None."""
     m = float(np.mean([len(x) for x in task.val_src]))
     return step if switch_now([h["val_focus"] for h in history], m, step, c.steps) else None
-
-
-def _history_problem(history):
-    ok = isinstance(history, list) and all(isinstance(h, dict) and "step" in h for h in history)
-    return None if ok else "not a history of evaluations"
-
-
-def load_run(out_dir):
-    """The history of a finished or partial run and its evaluation arrays by step."""
-    fix = f"delete the folder {out_dir} to train that model again"
-    history = load_guarded(os.path.join(out_dir, "history.json"), read_json, _history_problem,
-                           what="history", fix=fix, prev=False)
-    if history is None:
-        raise InputError(f"{out_dir} holds no history.json; {fix}")
-    arrays = {}
-    for h in history:
-        path = os.path.join(out_dir, f"eval_{h['step']:06d}.npz")
-        arrays[h["step"]] = load_guarded(path, load_rows, what="evaluation file", fix=fix,
-                                         prev=False)
-        if arrays[h["step"]] is None:
-            raise InputError(f"evaluation file {path} is missing; {fix}")
-    return history, arrays
