@@ -4,12 +4,17 @@ Each subcommand lives in its own module and is imported only when it runs, so
 ``attn-dyn ode`` never pays for importing torch. Every error a user can cause
 (a bad value, a missing file, an unwritable output, a run too big for the
 machine) becomes one line on stderr and exit status 2; Ctrl-C becomes one line
-saying what was kept, and exit status 130.
+saying what was kept, and exit status 130. SIGTERM (``kill``, a Slurm time limit or
+preemption) is taken as Ctrl-C is: the half-written temporary file is removed, the
+checkpoints stay, and the line says how to continue; exit status 143.
 """
 
+import contextlib
 import importlib
 import re
+import signal
 import sys
+import threading
 
 import click
 
@@ -71,9 +76,11 @@ class AttnDynGroup(click.Group):
     def main(self, args=None, prog_name=None, complete_var=None,
              standalone_mode=True, **extra):
         set_argv(sys.argv[1:] if args is None else args)
+        term = {"received": False}
         try:
-            rv = super().main(args, prog_name, complete_var,
-                              standalone_mode=False, **extra)
+            with sigterm_as_interrupt(term):
+                rv = super().main(args, prog_name, complete_var,
+                                  standalone_mode=False, **extra)
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
         except click.ClickException as exc:  # usage errors, bad option values
@@ -83,11 +90,40 @@ class AttnDynGroup(click.Group):
         except click.Abort as exc:
             # click turns Ctrl-C (KeyboardInterrupt) into Abort; keep it apart from EOF
             if isinstance(exc.__cause__, KeyboardInterrupt):
-                _fail("interrupted; " + interrupt_note(), 130)
+                _interrupted(term["received"])
             _fail("aborted", 1)
         except KeyboardInterrupt:
-            _fail("interrupted; " + interrupt_note(), 130)
+            _interrupted(term["received"])
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt(term):
+    """Within the block SIGTERM raises KeyboardInterrupt, so that it takes Ctrl-C's paths
+    (temporary files removed, checkpoints kept, worker processes stopped) instead of
+    ending the process on the spot; ``term["received"]`` records that it came. A second
+    SIGTERM while those paths run is ignored: the first one's clean-up finishes. Only in
+    the main thread (Python delivers signals there); the previous handler comes back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        term["received"] = True
+        raise KeyboardInterrupt("SIGTERM")
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupted(by_sigterm):
+    """Ctrl-C: status 130; SIGTERM: 143 (128 + the signal), each with what was kept."""
+    if by_sigterm:
+        _fail("terminated (SIGTERM); " + interrupt_note(), 128 + signal.SIGTERM)
+    _fail("interrupted; " + interrupt_note(), 130)
 
 
 def _as_option(exc, command=None):
@@ -132,7 +168,8 @@ def cli():
     """attn-dyn: study how attention learns.
 
     Every command takes --help. Bad input ends in one line `Error: ...` and exit
-    status 2; Ctrl-C in one line saying what was kept, and exit status 130.
+    status 2; Ctrl-C in one line saying what was kept, and exit status 130 (SIGTERM,
+    from kill or a scheduler: the same line, and 143).
     """
 
 

@@ -3,12 +3,17 @@
 Issue 20: every checkpoint, history and cache a command reads again is checked
 (format, kind, settings) and answered in one line, with the ``.prev`` fallback
 where the writer keeps one; a run refused midway removes what it created;
-Ctrl-C says what was kept and the command that continues; options that the
-paradigms trained leave unused are warned about on stderr.
+Ctrl-C (and SIGTERM, as from a scheduler) says what was kept and the command
+that continues; options that the paradigms trained leave unused are warned about
+on stderr.
 """
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -232,6 +237,43 @@ def test_ctrl_c_says_what_was_kept_and_the_command_that_continues(tmp_path, monk
     r = CliRunner().invoke(cli, lines[0].split("continue with: attn-dyn ")[1].split())
     assert r.exit_code == 0, r.output
     assert json.loads((out / "results.json").read_text())["resumed_from_step"] == 2
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGTERM") or os.name != "posix",
+                    reason="sends SIGTERM to a child process (POSIX)")
+def test_sigterm_keeps_the_checkpoints_leaves_no_temporary_file_and_the_run_continues(
+        tmp_path):
+    """A real process, stopped by SIGTERM (kill, a Slurm time limit) mid-run: exit status
+    143, one line saying what was kept, no half-written ``.tmp-*`` file, and ``--resume``
+    finishes the run from the saved epoch."""
+    out = tmp_path / "o"
+    args = ["train", "--backend", "numpy", "--n-train", "60", "--n-test", "30", "--m", "3",
+            "--batch-size", "20", "--paradigm", "sa", "--seeds", "1", "--no-progress",
+            "--out", str(out)]
+    command = [sys.executable, "-c", "from minimal_attn.cli.main import main; main()"]
+    child = subprocess.Popen(command + args + ["--epochs", "1000000"], text=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    ckpt, deadline = out / "checkpoints" / "sa_seed0.ckpt", time.monotonic() + 60
+    while not (ckpt.exists() and (out / "history.jsonl").exists()):
+        assert child.poll() is None and time.monotonic() < deadline, child.stderr.read()
+        time.sleep(0.05)
+    time.sleep(0.3)                                  # mid-run: a few more epochs, writes
+    child.send_signal(signal.SIGTERM)
+    stderr = child.communicate(timeout=60)[1]
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert child.returncode == 128 + signal.SIGTERM and len(lines) == 1, stderr
+    assert lines[0].startswith("Error: terminated (SIGTERM); checkpoints")
+    assert "--resume" in lines[0] and str(out / "checkpoints") in lines[0]
+    assert [p.name for p in out.rglob(".tmp-*")] == []
+    assert not (out / "results.json").exists()
+    done = len((out / "history.jsonl").read_text().splitlines())
+    assert done >= 1
+    r = subprocess.run(command + args + ["--epochs", str(done + 2), "--resume"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    epochs = [json.loads(line)["epoch"] for line in (out / "history.jsonl").open()]
+    assert epochs == list(range(1, done + 3))      # every epoch once: none lost, none twice
+    assert "sa" in json.loads((out / "results.json").read_text())
 
 
 def test_unused_options_are_warned_about_and_contradictions_refused(tmp_path):
