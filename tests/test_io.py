@@ -2,6 +2,7 @@
 
 import os
 import stat
+import time
 
 import pytest
 
@@ -100,3 +101,21 @@ def test_a_device_pipe_or_link_is_never_replaced_by_a_file(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]
     with pytest.raises(InputError, match="device"):
         io.check_output_file(os.devnull)
+
+
+def test_a_killed_writers_old_temporary_file_is_swept_by_the_next_write(tmp_path):
+    """SIGKILL leaves ``.tmp-<random>results.json``; the next write of results.json removes
+    it once it is older than STALE_AFTER. A fresh one (a writer still at work), another
+    file's temporary and the user's own files stay."""
+    old = time.time() - io.STALE_AFTER - 60
+    stale, fresh = tmp_path / ".tmp-abcd1234results.json", tmp_path / ".tmp-efgh5678results.json"
+    other, mine = tmp_path / ".tmp-ijkl9012history.json", tmp_path / ".tmp-results.json"
+    for p in (stale, fresh, other, mine):
+        p.write_text("{")
+    for p in (stale, other, mine):
+        os.utime(p, (old, old))
+    io.write_json(str(tmp_path / "results.json"), {"a": 1})
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["results.json", fresh.name, other.name, mine.name])
+    io.write_json(str(tmp_path / "history.json"), [])
+    assert not other.exists() and fresh.exists() and mine.exists()

@@ -3,7 +3,8 @@
 * :func:`check_output_dir` / :func:`check_output_file`: before any computing,
   refuse an output path that cannot be written (without creating anything);
 * :func:`atomic_open` and the ``write_*`` helpers: a temporary sibling moved
-  into place with :func:`os.replace` (atomic on POSIX and Windows);
+  into place with :func:`os.replace` (atomic on POSIX and Windows); one that a
+  killed writer left behind is removed by the next write of that file;
 * :func:`staged_folder`: a set of files that appears all together or not at
   all; the folder is created only when the files are ready to be written;
 * :func:`undo_on_refusal`: a run refused midway (it diverged, a file it reads
@@ -19,8 +20,15 @@ import json
 import os
 import shutil
 import tempfile
+import time
 
 from minimal_attn.errors import InputError
+
+#: A temporary sibling older than this (seconds) is left over from a writer that was
+#: killed (SIGKILL, the OOM killer, a power cut) and is removed by the next write of the
+#: same file; no single write takes a fraction of it, so a live writer's file is never hit.
+STALE_AFTER = 3600.0
+_TMP_PREFIX = ".tmp-"
 
 
 def _nearest_existing(path):
@@ -118,10 +126,12 @@ def atomic_open(path, mode="w", param="out", **kwargs):
     folder = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=folder)
+        fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=os.path.basename(path),
+                                   dir=folder)
     except OSError as exc:
         raise InputError(f"cannot write {path}: {exc.strerror or exc}; "
                          f"choose a writable {param}", param=param) from None
+    _sweep_stale(folder, os.path.basename(path), keep=os.path.basename(tmp))
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)      # mkstemp makes 0600; results are ordinary files
@@ -138,6 +148,21 @@ def atomic_open(path, mode="w", param="out", **kwargs):
             raise InputError(f"cannot write {path}: {exc.strerror or exc}; "
                              f"choose a writable {param}", param=param) from None
         raise
+
+
+def _sweep_stale(folder, name, keep):
+    """Remove the temporary siblings of ``name`` (``.tmp-<random><name>``, as long as ours,
+    ``keep``) that a killed writer left in ``folder``, older than :data:`STALE_AFTER`."""
+    cutoff = time.time() - STALE_AFTER
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            if (entry.name != keep and entry.name.startswith(_TMP_PREFIX)
+                    and entry.name.endswith(name)
+                    and len(entry.name) == len(keep)
+                    and entry.is_file(follow_symlinks=False)
+                    and entry.stat(follow_symlinks=False).st_mtime < cutoff):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
 
 
 @contextlib.contextmanager
