@@ -35,7 +35,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from minimal_attn.errors import DivergedError, InputError, check_paradigm
+from minimal_attn.errors import DivergedError, InputError, check_int_at_least, check_paradigm
 from minimal_attn.losses import LOSS_PARADIGMS, phase  # noqa: F401 (re-export)
 
 
@@ -74,6 +74,16 @@ def get_device(name=None, param=None):
         raise InputError(f"device {name!r} requested but only {torch.cuda.device_count()} "
                          "CUDA device(s) exist", param=param)
     return device
+
+
+def set_threads(threads, param="threads"):
+    """Give torch ``threads`` CPU threads in this process (None: leave torch's setting).
+
+    The one place the commands' ``--threads`` and the configs' ``threads`` act; 1 is the
+    fastest on a busy machine (each of its runs otherwise takes every core).
+    """
+    if threads is not None:
+        torch.set_num_threads(check_int_at_least("threads", threads, 1, param=param))
 
 
 def optimizer_step(optimizer, step):

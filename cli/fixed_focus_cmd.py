@@ -4,7 +4,14 @@ import json
 
 import click
 
-from minimal_attn.cli.options import CONTEXT, ProgressBar, config, default, parse_paradigms
+from minimal_attn.cli.options import (
+    CONTEXT,
+    ProgressBar,
+    config,
+    default,
+    parse_paradigms,
+    threads_option,
+)
 from minimal_attn.errors import InputError
 from minimal_attn.experiments.fixed_focus import (
     DEFAULT_EPOCHS_LR,
@@ -57,6 +64,7 @@ _D = FixedFocusConfig
               help="CIFAR: the paper's classifier or the authors' LeNet.")
 @click.option("--seed", type=int, default=default(_D, "seed"), show_default=True,
               help="Seed of the background draw (linear) or mosaics and CNN (CIFAR).")
+@threads_option("CIFAR: ")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
               help="Folder for fixed_focus_<paradigm>.csv (alpha, epoch, loss, incentive, "
                    "loss_closed_form, incentive_closed_form), fixed_focus_losses.png and "

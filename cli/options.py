@@ -27,6 +27,13 @@ def on_interrupt(note):
     _interrupt["note"] = note
 
 
+def threads_option(where="", then=""):
+    """``--threads``: torch's CPU threads of the run (``where``: to what it applies)."""
+    return click.option("--threads", type=int, default=None,
+                        help=f"{where}torch CPU threads [default: torch's]; 1 is faster on a "
+                             f"busy machine.{then}")
+
+
 def interrupt_note():
     note = _interrupt["note"]
     return note() if callable(note) else note

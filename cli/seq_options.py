@@ -7,7 +7,7 @@ import click
 
 from minimal_attn import PARADIGMS
 from minimal_attn.backends.snell.config import AgreementConfig
-from minimal_attn.cli.options import progress_option
+from minimal_attn.cli.options import progress_option, threads_option
 from minimal_attn.datasets.seq import DATASETS
 from minimal_attn.errors import PARADIGM_ALIASES, InputError
 
@@ -68,6 +68,7 @@ def data_and_model_options(f):
                      help="classify: GloVe-format text vectors (width --emb) for known words."),
         click.option("--device", default=None,
                      help="cpu or cuda [cuda when available, else cpu]."),
+        threads_option(then=" agreement: shared out among --workers."),
         click.option("--time-limit", type=float, default=None, metavar="SECONDS",
                      help="Stop training at the first evaluation after this many seconds "
                           "(agreement: shared out among the models, all of it to each when "

@@ -42,6 +42,7 @@ from minimal_attn.cli.options import (
     parse_paradigms,
     parse_switch,
     progress_option,
+    threads_option,
     unused_warnings,
 )
 from minimal_attn.datasets.splits import TEST_IMAGES
@@ -145,8 +146,7 @@ def _task_belongs_to_train_seq(ctx, param, value):
               help="Continue from the checkpoints in --out (runs without one start fresh).")
 @click.option("--device", default=D.device, show_default=True,
               help="torch device: auto (cuda if available, else cpu), cpu, cuda, cuda:K.")
-@click.option("--threads", type=int, default=None,
-              help="torch CPU threads [default: torch's]; 1 is faster on a busy machine.")
+@threads_option()
 @click.option("--lr", default=None,
               help="Learning rate: one number for every paradigm, or per paradigm, e.g. "
                    "sa=0.05,ha=0.01,lv=0.02 (hybrid: its SA phase, else sa's) [default: the "

@@ -156,3 +156,27 @@ def test_a_worker_stops_when_its_parent_is_killed(tmp_path):
     seen = tick.read_text()
     time.sleep(1.0)
     assert tick.read_text() == seen, "the worker kept running after its parent was killed"
+
+
+def test_threads_are_the_rows_and_shared_out_among_the_workers(tmp_path, shared_data,
+                                                               torch_one_thread, monkeypatch):
+    """threads=4 with 2 workers: torch has 4 in this process, each worker child 2."""
+    import torch
+
+    from minimal_attn.backends.snell import agreement
+
+    heard = {}
+
+    def jobs_seen(jobs, workers, task=None, progress=None, log=None, threads=1, label=""):
+        heard.update(workers=workers, threads=threads, here=torch.get_num_threads())
+        raise InputError("stop here")
+    monkeypatch.setattr(agreement, "run_jobs", jobs_seen)
+    c = AgreementConfig(dataset="sst2", data_dir=str(shared_data / "sst2"), workers=2,
+                        threads=4, **TINY)
+    with pytest.raises(InputError, match="stop here"):
+        run_agreement(c, str(tmp_path / "o"))
+    assert heard == {"workers": 2, "threads": 2, "here": 4}
+    assert not (tmp_path / "o").exists()                  # a refusal leaves nothing
+    with pytest.raises(InputError, match="threads must be an integer >= 1"):
+        run_agreement(AgreementConfig(dataset="sst2", data_dir=str(shared_data / "sst2"),
+                                      threads=0, **TINY), str(tmp_path / "o"))

@@ -70,15 +70,20 @@ def test_train_seq_writes_history(tmp_path, shared_data, torch_one_thread):
 
 
 def test_train_seq_says_where_a_time_limit_stopped_it(tmp_path, shared_data, torch_one_thread):
+    """... and continues under other --threads."""
     out = tmp_path / "u"
     args = ["train-seq", "--dataset", "sst2", "--data-dir", shared_data / "sst2", "--out", out,
             *TINY[:12], "--device", "cpu", "--no-progress"]
-    r = run(*args, "--time-limit", "1e-9")
+    import torch
+
+    r = run(*args, "--time-limit", "1e-9", "--threads", "2")
     assert r.exit_code == 0, r.output
+    assert torch.get_num_threads() == 2
     assert "Stopped at step 10 of 20 by --time-limit" in r.output
     assert [h["step"] for h in json.loads((out / "history.json").read_text())] == [0, 10]
-    r = run(*args)                                       # continues to the end
+    r = run(*args, "--threads", "1")     # continues to the end: threads are run control
     assert r.exit_code == 0 and "Stopped" not in r.output
+    assert torch.get_num_threads() == 1
     assert [h["step"] for h in json.loads((out / "history.json").read_text())] == [0, 10, 20]
 
 
@@ -104,7 +109,9 @@ def _bad(tmp_path):
             (["--dataset", "tsv", "--data-dir", tmp_path / "lab", "--max-len", "0"], "--max-len"),
             (["--dataset", "tsv", "--data-dir", tmp_path / "lab", "--dropout", "1"], "--dropout"),
             (["--dataset", "tsv", "--data-dir", tmp_path / "lab", "--warmup", "-1"], "--warmup"),
-            (["--dataset", "tsv", "--data-dir", tmp_path / "lab", "--clip", "0"], "--clip")]
+            (["--dataset", "tsv", "--data-dir", tmp_path / "lab", "--clip", "0"], "--clip"),
+            (["--dataset", "tsv", "--data-dir", tmp_path / "lab", "--threads", "0"],
+             "--threads must be an integer >= 1")]
 
 
 @pytest.mark.parametrize("command", ["agreement", "train-seq"])

@@ -96,6 +96,8 @@ def test_help_states_the_defaults():
     (["--classes", "1"], "--classes"),
     (["--setting", "mnist"], "--setting"),
     (["--setting", "cifar10"], "--data-dir"),
+    (["--threads", "2"], "--threads applies to the CIFAR settings"),
+    (["--setting", "cifar10", "--threads", "0"], "--threads must be an integer >= 1"),
 ])
 def test_bad_input_one_line_exit_2_nothing_written(tmp_path, args, message):
     out = tmp_path / "out"
@@ -162,12 +164,16 @@ def stand_in(monkeypatch):
     return StandInCNN.made
 
 
-def test_cifar10_wiring(shared_data, stand_in, tmp_path):
-    """Real CIFAR-10 subset -> mosaics (airplane/automobile/bird foreground) -> the model."""
+def test_cifar10_wiring(shared_data, stand_in, tmp_path, torch_one_thread):
+    """Real CIFAR-10 subset -> mosaics (airplane/automobile/bird foreground) -> the model
+    (with torch's --threads)."""
+    import torch
+
     r = run("fixed-focus", "--setting", "cifar10", "--data-dir", str(shared_data / "cifar10"),
             "--n-train", "9", "--m", "3", "--epochs", "2", "--lr", "0.01", "--alphas", "0.5",
-            "--device", "cpu", "--json", "--out", str(tmp_path))
+            "--device", "cpu", "--json", "--out", str(tmp_path), "--threads", "2")
     assert r.exit_code == 0, r.output
+    assert torch.get_num_threads() == 2
     made = {k: v for k, v in stand_in[0].items() if k not in ("X", "y")}
     assert made == {"shape": (9, 3, 3, 32, 32), "n_classes": 3, "device": "cpu",
                     "labels": [0, 1, 2], "dataset": "cifar10", "optimizer": "sgd",

@@ -51,7 +51,7 @@ from minimal_attn.backends.snell.run_files import load_run
 from minimal_attn.backends.snell.timing import read_calls
 from minimal_attn.backends.snell.train import SeqTrainConfig, train_seq
 from minimal_attn.backends.snell.workers import run_jobs
-from minimal_attn.backends.torch_backend import get_device
+from minimal_attn.backends.torch_backend import get_device, set_threads
 from minimal_attn.datasets.seq import load_text_task
 from minimal_attn.experiments import agreement_table
 from minimal_attn.experiments.io import (
@@ -73,6 +73,8 @@ def check_options(c):
     :class:`SeqTrainConfig` of its models, or InputError (a sweep checks every row so)."""
     check_int("proxy_epochs", c.proxy_epochs, 1)
     check_int("workers", c.workers, 1)
+    if c.threads is not None:
+        check_int("threads", c.threads, 1)
     check_int("proxy_d", c.proxy_d, 1)
     check_int("vocab_size", c.vocab_size, 4)
     get_device(c.device, param="device")
@@ -128,8 +130,9 @@ def train_one(config, attention, out_dir, progress=None, log=None):
     """
     with undo_on_refusal(out_dir):
         task, base = prepare(config, out_dir)
-        return train_seq(task, replace(base, attention=attention), out_dir, progress=progress,
-                         embeddings=config.embeddings, log=log, label=attention)
+        return train_seq(task, replace(base, attention=attention, threads=config.threads),
+                         out_dir, progress=progress, embeddings=config.embeddings, log=log,
+                         label=attention)
 
 
 def run_agreement(config, out_dir, progress=None, log=None):
@@ -147,6 +150,7 @@ def run_agreement(config, out_dir, progress=None, log=None):
 
 def _run_agreement(c, out_dir, progress, log):
     began = time.perf_counter()
+    set_threads(c.threads)
     task, base = prepare(c, out_dir, proxy_too=True)
     prepared = time.perf_counter()
     key = proxy_key(task, c)

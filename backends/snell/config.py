@@ -57,6 +57,8 @@ class AgreementConfig:
     time_limit: Optional[float] = None  # seconds of training for the row, shared out among
     #                                   the models (agreement.model_time_limit); a model
     #                                   stops at its first evaluation after its share
+    threads: Optional[int] = None     # torch CPU threads of the row (None: torch's), shared
+    #                                   out among the workers (run control, not a setting)
 
 
 PAPER = {"classify": {"steps": 4000, "batch_size": 32, "emb": 300,
@@ -95,6 +97,7 @@ class SeqTrainConfig:
     switch_step: object = None        # hybrid: first HA step, or "auto"; None: steps // 2
     time_limit: Optional[float] = None  # seconds: stop at the first evaluation after them
     #                                   (run control, not a setting: a rerun continues)
+    threads: Optional[int] = None     # torch CPU threads (None: torch's; run control too)
 
     def resolved(self):
         """A copy with the paper's values filled in (and the inputs checked)."""

@@ -43,7 +43,12 @@ from minimal_attn.backends.snell.run_files import (  # noqa: F401 (load_run re-e
 )
 from minimal_attn.backends.snell.seq_models import Classifier, Seq2Seq
 from minimal_attn.backends.snell.timing import Clock
-from minimal_attn.backends.torch_backend import get_device, optimizer_step, read_torch
+from minimal_attn.backends.torch_backend import (
+    get_device,
+    optimizer_step,
+    read_torch,
+    set_threads,
+)
 from minimal_attn.errors import DivergedError
 from minimal_attn.experiments.checkpoints import (
     checkpoint_header,
@@ -59,7 +64,7 @@ from minimal_attn.experiments.progress import counter
 FORMAT, KIND = 2, "seq"
 #: Settings of how a run runs, not of what it computes: a checkpoint written under
 #: other values continues
-RUN_CONTROL = ("device", "time_limit")
+RUN_CONTROL = ("device", "time_limit", "threads")
 #: On a GPU the divergence check reads the device every this many steps (and before
 #: every evaluation), not at every step: a read waits for all queued work.
 SYNC_EVERY = 50
@@ -146,6 +151,7 @@ def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, l
     start = time.perf_counter()
     c = config.resolved()
     device = str(get_device(c.device, param="device"))
+    set_threads(c.threads)
     check_run(task, c)
     ckpt_path, fingerprint = os.path.join(out_dir, "checkpoint.pt"), data_fingerprint(task)
     comparable = {k: v for k, v in asdict(c).items()         # what the run computes
@@ -172,7 +178,7 @@ def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, l
         step, history = state["step"], state["history"]
         _write_changed(os.path.join(out_dir, "history.json"), history)  # the checkpoint's
     _write_changed(os.path.join(out_dir, "config.json"),
-                   {**{k: v for k, v in asdict(c).items() if k != "time_limit"},
+                   {**{k: v for k, v in asdict(c).items() if k not in ("time_limit", "threads")},
                     "data": task.info})
     evals, done = c.eval_steps(), {h["step"] for h in history}
     switch = c.switch_step

@@ -141,6 +141,7 @@ def cifar_model(cfg):
     from minimal_attn.datasets.splits import default_foreground, load_mosaic_splits
 
     tb.get_device(cfg.device)                    # refuse an absent GPU before loading CIFAR
+    tb.set_threads(cfg.threads)
     names = list(default_foreground(cfg.setting))[:cfg.n_classes]
     splits = load_mosaic_splits(cfg.setting, cfg.m, cfg.n_train, 1, data_dir=cfg.data_dir,
                                 foreground=names, seed=cfg.seed)

@@ -119,14 +119,11 @@ class HateXplainTable1:
         self.paradigms = [check_paradigm(p) for p in self.config.paradigms]
 
     def load(self, log):
-        import torch
-
         from minimal_attn.backends import torch_backend as tb
         from minimal_attn.datasets import hatexplain
 
         config = self.config
-        if config.threads is not None:
-            torch.set_num_threads(_named(check_int_at_least, "threads", config.threads, 1))
+        tb.set_threads(config.threads)
         self.device = str(tb.get_device(config.train.device))
         self.data = hatexplain.read_hatexplain(self.data_dir)
         if not len(self.data.splits["test"].y):

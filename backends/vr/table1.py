@@ -187,15 +187,12 @@ def _trainer(c):
 
         return train_numpy_run, LinearTrainer.MOMENTUM, "cpu"
     try:
-        import torch
-
         from minimal_attn.backends import torch_backend
         from minimal_attn.backends.vr import train as torch_train
     except ImportError as exc:
         raise InputError(f"backend torch needs torch ({exc}); install it ({TORCH_PIN}) or "
                          "use backend numpy", param="backend") from None
-    if c.threads is not None:
-        torch.set_num_threads(int(c.threads))
+    torch_backend.set_threads(c.threads)
     return torch_train.train_run, c.momentum, str(torch_backend.get_device(c.device))
 
 

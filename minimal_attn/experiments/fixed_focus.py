@@ -67,6 +67,7 @@ class FixedFocusConfig:
     optimizer: str = "sgd"              # CIFAR: sgd (momentum 0.9) or adam (authors' code)
     classifier: str = "paper"           # CIFAR: paper (A.2's layers) or lenet (authors')
     seed: int = 0                       # background draw (linear); mosaics and CNN (CIFAR)
+    threads: Optional[int] = None       # CIFAR: torch CPU threads (None: torch's setting)
 
 
 def _alphas(alphas):
@@ -115,6 +116,12 @@ def resolve(cfg):
     check_int_at_least("m (segments per mosaic)", cfg.m, 2, param="m")
     check_int_at_least("n_train", cfg.n_train, 1, param="n_train")
     check_int_at_least("seed", cfg.seed, 0, param="seed")     # numpy refuses negative seeds
+    if cfg.threads is not None:
+        check_int_at_least("threads", cfg.threads, 1, param="threads")
+        if cfg.setting == "linear-orthogonal":
+            raise InputError("threads applies to the CIFAR settings (torch); the "
+                             "linear-orthogonal setting runs in NumPy: drop it",
+                             param="threads")
     if any(str(p).strip().lower() == "hybrid" for p in cfg.paradigms):
         raise InputError("hybrid is a schedule, not a fixed-focus loss: use sa, ha, lv or all",
                          param="paradigm")
