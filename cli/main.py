@@ -73,6 +73,14 @@ class AttnDynGroup(click.Group):
         self.running = getattr(importlib.import_module(f"minimal_attn.cli.{module}"), attr)
         return self.running
 
+    def invoke(self, ctx):
+        """The command; Ctrl-C and SIGTERM in it pass click's own handling (a bare line on
+        stderr before its Abort) as :class:`_StoppedError`, for :meth:`main`'s one line."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            raise _StoppedError() from exc
+
     def main(self, args=None, prog_name=None, complete_var=None,
              standalone_mode=True, **extra):
         set_argv(sys.argv[1:] if args is None else args)
@@ -87,13 +95,13 @@ class AttnDynGroup(click.Group):
             _fail(exc.format_message(), exc.exit_code)
         except InputError as exc:
             _fail(_as_option(exc, getattr(self, "running", None)), 2)
+        except (_StoppedError, KeyboardInterrupt):
+            _interrupted(term["received"])
         except click.Abort as exc:
             # click turns Ctrl-C (KeyboardInterrupt) into Abort; keep it apart from EOF
             if isinstance(exc.__cause__, KeyboardInterrupt):
                 _interrupted(term["received"])
             _fail("aborted", 1)
-        except KeyboardInterrupt:
-            _interrupted(term["received"])
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
@@ -119,8 +127,15 @@ def sigterm_as_interrupt(term):
         signal.signal(signal.SIGTERM, previous)
 
 
+class _StoppedError(Exception):
+    """Ctrl-C or SIGTERM inside a command, carried past click to :meth:`AttnDynGroup.main`."""
+
+
 def _interrupted(by_sigterm):
-    """Ctrl-C: status 130; SIGTERM: 143 (128 + the signal), each with what was kept."""
+    """Ctrl-C: status 130; SIGTERM: 143 (128 + the signal), each with what was kept. On a
+    terminal the line starts on a line of its own (after the ``^C`` the terminal echoed)."""
+    if sys.stderr.isatty():
+        click.echo(err=True)
     if by_sigterm:
         _fail("terminated (SIGTERM); " + interrupt_note(), 128 + signal.SIGTERM)
     _fail("interrupted; " + interrupt_note(), 130)

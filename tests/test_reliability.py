@@ -56,6 +56,27 @@ def test_write_checkpoint_keeps_the_previous_one(tmp_path):
     assert sorted(os.listdir(tmp_path / "c")) == ["x.ckpt", "x.ckpt.prev"]
 
 
+def test_a_checkpoint_is_never_missing_while_the_next_is_written(tmp_path, monkeypatch):
+    """At every rename of the second and third writes a complete ``x.ckpt`` exists (so a
+    kill, or Ctrl-C's note of what was kept, never finds none), and ``.prev`` is the one
+    before."""
+    path = tmp_path / "x.ckpt"
+    _write_json(path, {"step": 1})
+    seen, replace = [], os.replace
+
+    def spy(src, dst):
+        seen.append(path.exists() and read_json(path)["step"] >= 1)
+        replace(src, dst)
+    monkeypatch.setattr(os, "replace", spy)
+    for step in (2, 3):
+        _write_json(path, {"step": step})
+        assert read_json(path)["step"] == step
+        assert read_json(str(path) + ".prev")["step"] == step - 1
+    monkeypatch.undo()
+    assert len(seen) >= 4 and all(seen)
+    assert sorted(os.listdir(tmp_path)) == ["x.ckpt", "x.ckpt.prev"]
+
+
 def test_load_guarded_falls_back_to_prev_with_one_warning(tmp_path):
     path = tmp_path / "x.ckpt"
     _write_json(path, {"format": 1, "kind": "k", "step": 1})
@@ -260,7 +281,7 @@ def test_sigterm_keeps_the_checkpoints_leaves_no_temporary_file_and_the_run_cont
     time.sleep(0.3)                                  # mid-run: a few more epochs, writes
     child.send_signal(signal.SIGTERM)
     stderr = child.communicate(timeout=60)[1]
-    lines = [line for line in stderr.splitlines() if line.strip()]
+    lines = stderr.splitlines()                      # one line, no blank one before it
     assert child.returncode == 128 + signal.SIGTERM and len(lines) == 1, stderr
     assert lines[0].startswith("Error: terminated (SIGTERM); checkpoints")
     assert "--resume" in lines[0] and str(out / "checkpoints") in lines[0]

@@ -19,6 +19,7 @@ own; ``config``, the settings a resume must share; ``data``, the
 refuses one of other settings or data in one line naming each difference.
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -32,12 +33,25 @@ PREV = ".prev"
 
 
 def write_checkpoint(path, write, param="out"):
-    """Write ``write(file)`` atomically at ``path``; the old file becomes ``path.prev``."""
+    """Write ``write(file)`` atomically at ``path``; the old file becomes ``path.prev``.
+
+    ``path`` holds a complete checkpoint at every moment after the first write: the old
+    one is linked to ``.prev`` while it stays in place, and the new one then replaces it,
+    so a process killed (or asked where its checkpoint is) in between finds one there.
+    A file system without hard links gets a move instead, and that short gap back.
+    """
     ensure_dir(os.path.dirname(os.path.abspath(path)), param)
     with atomic_open(path + ".new", "wb", param=param) as f:
         write(f)
     if os.path.exists(path):
-        os.replace(path, path + PREV)
+        linked = path + PREV + ".new"
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(linked)                  # left by a writer killed here before
+            os.link(path, linked)
+            os.replace(linked, path + PREV)
+        except OSError:
+            os.replace(path, path + PREV)
     os.replace(path + ".new", path)
 
 
