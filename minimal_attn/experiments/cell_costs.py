@@ -240,8 +240,9 @@ def choose_parallel(estimates, budget, most=4, force=False, min_start=150, margi
     finish inside ``budget`` by :func:`plan_job`'s rules, a cell finishing when its
     estimate beside the others fits the time left less ``margin``; a tie goes to
     more cells side by side (more of the card used). Four CNN cells side by side each
-    run 3.7x slower than alone (:func:`shared_slowdown`), so when the first cells are
-    long, fewer at once finish more of them rather than cutting all four short.
+    run almost four times slower than alone (:func:`shared_slowdown` of the measured
+    :data:`SHARED_SPEEDUP_AT_4`), so when the first cells are long, fewer at once finish
+    more of them rather than cutting all four short.
     Returns ``(parallel, cells that finish)``.
     """
     best = None
