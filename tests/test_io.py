@@ -119,3 +119,16 @@ def test_a_killed_writers_old_temporary_file_is_swept_by_the_next_write(tmp_path
         ["results.json", fresh.name, other.name, mine.name])
     io.write_json(str(tmp_path / "history.json"), [])
     assert not other.exists() and fresh.exists() and mine.exists()
+
+
+def test_a_killed_runs_old_staging_folder_is_swept_by_the_next_staging(tmp_path):
+    out = tmp_path / "out"
+    stale, fresh = out / ".staging-abcd1234", out / ".staging-efgh5678"
+    for d in (stale, fresh):
+        d.mkdir(parents=True)
+        (d / "results.json").write_text("{")
+    old = time.time() - io.STALE_AFTER - 60
+    os.utime(stale, (old, old))
+    with io.staged_folder(str(out)) as stage:
+        io.write_text(os.path.join(stage, "a.txt"), "a")
+    assert sorted(p.name for p in out.iterdir()) == sorted(["a.txt", fresh.name])

@@ -6,7 +6,8 @@
   into place with :func:`os.replace` (atomic on POSIX and Windows); one that a
   killed writer left behind is removed by the next write of that file;
 * :func:`staged_folder`: a set of files that appears all together or not at
-  all; the folder is created only when the files are ready to be written;
+  all; the folder is created only when the files are ready to be written (a killed
+  run's staging folder goes as the temporary files do);
 * :func:`undo_on_refusal`: a run refused midway (it diverged, a file it reads
   back is bad) removes what it created, so ``out`` is as it was before.
 
@@ -24,11 +25,12 @@ import time
 
 from minimal_attn.errors import InputError
 
-#: A temporary sibling older than this (seconds) is left over from a writer that was
-#: killed (SIGKILL, the OOM killer, a power cut) and is removed by the next write of the
-#: same file; no single write takes a fraction of it, so a live writer's file is never hit.
+#: A temporary sibling (or staging folder) older than this (seconds) is left over from a
+#: writer that was killed (SIGKILL, the OOM killer, a power cut) and is removed by the next
+#: write of the same file (staging in the same folder); no single write takes a fraction
+#: of it, so a live writer's file is never hit.
 STALE_AFTER = 3600.0
-_TMP_PREFIX = ".tmp-"
+_TMP_PREFIX, _STAGE_PREFIX = ".tmp-", ".staging-"
 
 
 def _nearest_existing(path):
@@ -131,7 +133,7 @@ def atomic_open(path, mode="w", param="out", **kwargs):
     except OSError as exc:
         raise InputError(f"cannot write {path}: {exc.strerror or exc}; "
                          f"choose a writable {param}", param=param) from None
-    _sweep_stale(folder, os.path.basename(path), keep=os.path.basename(tmp))
+    _sweep_stale(folder, os.path.basename(tmp), suffix=os.path.basename(path))
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)      # mkstemp makes 0600; results are ordinary files
@@ -150,19 +152,22 @@ def atomic_open(path, mode="w", param="out", **kwargs):
         raise
 
 
-def _sweep_stale(folder, name, keep):
-    """Remove the temporary siblings of ``name`` (``.tmp-<random><name>``, as long as ours,
-    ``keep``) that a killed writer left in ``folder``, older than :data:`STALE_AFTER`."""
+def _sweep_stale(folder, keep, suffix="", prefix=_TMP_PREFIX, folders=False):
+    """Remove what killed writers left in ``folder``: the entries named as ``keep`` (ours)
+    is, ``prefix``, random characters and ``suffix`` in as many letters, and older than
+    :data:`STALE_AFTER`; files, or with ``folders`` staging folders."""
     cutoff = time.time() - STALE_AFTER
     with contextlib.suppress(OSError):
         for entry in os.scandir(folder):
-            if (entry.name != keep and entry.name.startswith(_TMP_PREFIX)
-                    and entry.name.endswith(name)
-                    and len(entry.name) == len(keep)
-                    and entry.is_file(follow_symlinks=False)
+            if (entry.name != keep and entry.name.startswith(prefix)
+                    and entry.name.endswith(suffix) and len(entry.name) == len(keep)
+                    and (entry.is_dir if folders else entry.is_file)(follow_symlinks=False)
                     and entry.stat(follow_symlinks=False).st_mtime < cutoff):
-                with contextlib.suppress(OSError):
-                    os.unlink(entry.path)
+                if folders:
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path)
 
 
 @contextlib.contextmanager
@@ -177,7 +182,8 @@ def staged_folder(path, param="out"):
     ensure_dir(path, param)
     stage = None
     try:
-        stage = tempfile.mkdtemp(prefix=".staging-", dir=path)
+        stage = tempfile.mkdtemp(prefix=_STAGE_PREFIX, dir=path)
+        _sweep_stale(path, os.path.basename(stage), prefix=_STAGE_PREFIX, folders=True)
         yield stage
         for name in sorted(os.listdir(stage)):
             os.replace(os.path.join(stage, name), os.path.join(path, name))
