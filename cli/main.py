@@ -123,8 +123,8 @@ def sigterm_as_interrupt(term):
     previous = signal.signal(signal.SIGTERM, handler)
     try:
         yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    finally:        # None: set outside Python, which cannot be put back; the default instead
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 class _StoppedError(Exception):
