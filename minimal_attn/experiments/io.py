@@ -153,9 +153,9 @@ def atomic_open(path, mode="w", param="out", **kwargs):
 
 
 def _sweep_stale(folder, keep, suffix="", prefix=_TMP_PREFIX, folders=False):
-    """Remove what killed writers left in ``folder``: the entries named as ``keep`` (ours)
-    is, ``prefix``, random characters and ``suffix`` in as many letters, and older than
-    :data:`STALE_AFTER`; files, or with ``folders`` staging folders."""
+    """Remove what killed writers left in ``folder``: entries older than :data:`STALE_AFTER`
+    whose names have the shape of ``keep``, our own (``prefix``, random characters,
+    ``suffix``, as many letters in all); files, or with ``folders`` staging folders."""
     cutoff = time.time() - STALE_AFTER
     with contextlib.suppress(OSError):
         for entry in os.scandir(folder):
