@@ -3,9 +3,9 @@ r"""The proxy's training loop, fast (private): what :func:`minimal_attn.proxy.tr
 Three pieces, each tested equal to the readable form in :mod:`minimal_attn.proxy`
 (``tests/test_proxy_fast.py``; the first two bit for bit on NumPy):
 
-* :func:`batch_maker`: the training pairs flattened once, so a minibatch is a
-  vectorised gather (the readable :func:`~minimal_attn.proxy.make_batch` builds
-  it from a Python list of pairs at every step);
+* :func:`batch_maker`: the training pairs flattened once, so an epoch's minibatches are
+  one vectorised gather (the readable :func:`~minimal_attn.proxy.make_batch` builds
+  each from a Python list of pairs at every step), on the parameters' device;
 * :func:`adam_step`: Adam in place, the textbook arithmetic operation for
   operation, into two scratch buffers per parameter. The embedding table e is
   (|I|, d), every row of its gradient moves, and ten fresh (|I|, d) temporaries a
@@ -15,7 +15,7 @@ Three pieces, each tested equal to the readable form in :mod:`minimal_attn.proxy
   table of each distinct word, instead of one small product per pair.
 
 All are written against the array namespace of the parameters (NumPy, CuPy,
-torch on any device); the index building is host-side NumPy.
+torch on any device); the index building is host-side NumPy, once an epoch.
 """
 
 import numpy as np
@@ -39,9 +39,15 @@ def _gather(ids, lengths, idx):
 
 
 def batch_maker(src, tgt):
-    """``f(idx)`` equal to ``make_batch([src[i] for i in idx], [tgt[i] for i in idx])``.
+    """``f(order, batch_size, ref=None)``: the minibatches of one pass over the pairs in
+    ``order``, batch k the pairs ``order[k*batch_size:(k+1)*batch_size]`` and equal to
+    ``make_batch`` of them.
 
-    The pairs are flattened (and checked) once by ``make_batch`` of all of them.
+    The pairs are flattened (and checked) once by ``make_batch`` of all of them; a pass is
+    one vectorised gather, and each batch is a slice of the pass's arrays. With ``ref`` (an
+    array on a device) those arrays go to its device in one copy each, so a training step
+    reads no host array: a copy from pageable host memory waits for the card to reach it, and
+    a card shared with other processes makes each such wait long.
     """
     from minimal_attn.proxy import Batch, make_batch
 
@@ -49,12 +55,28 @@ def batch_maker(src, tgt):
     L, T = (np.bincount(p, minlength=whole.n_pairs).astype(np.int64)
             for p in (whole.src_pair, whole.tgt_pair))
 
-    def make(idx):
-        (s, n_s), (t, n_t) = _gather(whole.src, L, idx), _gather(whole.tgt, T, idx)
-        src_pair = np.repeat(np.arange(len(idx)), n_s)
-        return Batch(s, src_pair, 1.0 / n_s[src_pair], t, np.repeat(np.arange(len(idx)), n_t),
-                     len(idx))
+    def make(order, batch_size, ref=None):
+        (s, n_s), (t, n_t) = _gather(whole.src, L, order), _gather(whole.tgt, T, order)
+        within = np.arange(len(order)) % batch_size                     # pair index in its batch
+        s, src_pair, src_w, t, tgt_pair, _ = on_device(Batch(
+            s, np.repeat(within, n_s), 1.0 / np.repeat(n_s, n_s), t, np.repeat(within, n_t),
+            len(order)), ref)
+        firsts = np.arange(0, len(order), batch_size)
+        s_cut, t_cut = (np.concatenate([[0], np.cumsum(n)])[np.append(firsts, len(order))]
+                        for n in (n_s, n_t))              # where each batch's tokens begin
+        return [Batch(s[a:b], src_pair[a:b], src_w[a:b], t[c:d], tgt_pair[c:d],
+                      int(min(batch_size, len(order) - first)))
+                for first, a, b, c, d in zip(firsts, s_cut, s_cut[1:], t_cut, t_cut[1:])]
     return make
+
+
+def on_device(batch, ref):
+    """``batch`` with its arrays copied to ``ref``'s namespace and device (None: as it is)."""
+    if ref is None:
+        return batch
+    xp = get_xp(ref)
+    return batch._replace(**{k: like(xp, getattr(batch, k), ref)
+                             for k in batch._fields if k != "n_pairs"})
 
 
 def _sqrt_(a):

@@ -118,7 +118,14 @@ def bincount(xp, index, weights, minlength):
 
 
 def scatter_add_rows(xp, index, rows, n):
-    """``out[index[k]] += rows[k]`` for rows (K, d) into (n, d), repeated indices all counting."""
+    """``out[index[k]] += rows[k]`` for rows (K, d) into (n, d), repeated indices all counting.
+
+    In k's order for each row of ``out``, as ``np.bincount`` and torch's ``index_add_`` on
+    the CPU both add. torch takes ``index_add_``: its ``bincount`` reads the index's range
+    back from the device, which stops the host at every call.
+    """
+    if hasattr(rows, "index_add_"):
+        return rows.new_zeros((n, rows.shape[1])).index_add_(0, index, rows)
     K, d = rows.shape
     cols = like(xp, np.arange(d), rows)
     flat = xp.reshape(index[:, None] * d + cols[None, :], (-1,))        # (K * d,)

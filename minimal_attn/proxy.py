@@ -124,8 +124,9 @@ def _loss_and_grads(params, batch):
     loss = -xp.sum(picked)                                            # Snell Eq. (14)
     # backward: residual r = T p - n, n the counts of each output word in the pair, written
     # (T - n) p - n (1 - p) with 1 - p = -expm1(log p): both terms exact where p rounds to 1
-    T = like(xp, np.bincount(batch.tgt_pair, minlength=B), W, dtype=W.dtype)  # (B,) lengths
-    ones = like(xp, np.ones((tgt.shape[0], 1)), W, dtype=W.dtype)            # on W's device
+    # made where W lives, so a step on a device reads nothing from the host
+    ones = xp.reshape(xp.ones_like(tgt, dtype=W.dtype), (-1, 1))             # (Nt, 1)
+    T = scatter_add_rows(xp, tgt_pair, ones, B)[:, 0]                        # (B,) lengths
     counts = xp.reshape(scatter_add_rows(xp, tgt_pair * n_out + tgt, ones, B * n_out),
                         (B, n_out))                                           # (B, |O|)
     residual = (T[:, None] - counts) * xp.exp(logp) + counts * xp.expm1(logp)  # (B, |O|)
@@ -204,14 +205,15 @@ def train_proxy(src, tgt, n_src, n_tgt, config=None, val=None, callback=None, li
     if like_array is not None:
         params = {k: like(get_xp(like_array), v, like_array) for k, v in params.items()}
     n_words = max(sum(len(t) for t in tgt), 1)
-    val_batch = make_batch(*val) if val is not None else None
+    ref = params["W"] if like_array is not None else None      # the device the batches go to
+    val_batch = _proxy_fast.on_device(make_batch(*val), ref) if val is not None else None
     val_words = max(sum(len(t) for t in val[1]), 1) if val is not None else 1
     best, best_loss, state, history = None, np.inf, {}, []
-    batch = _proxy_fast.batch_maker(src, tgt)   # = make_batch of the pairs idx, vectorised
+    batches = _proxy_fast.batch_maker(src, tgt)   # = make_batch of each slice of the order
     for epoch in range(1, cfg.epochs + 1):
         order, total = rng.permutation(len(src)), 0.0
-        for start in range(0, len(src), cfg.batch_size):
-            loss, grads = _loss_and_grads(params, batch(order[start:start + cfg.batch_size]))
+        for batch in batches(order, cfg.batch_size, ref):
+            loss, grads = _loss_and_grads(params, batch)
             total = total + loss               # left on the device: read once an epoch
             if cfg.optimizer == "adam":
                 _proxy_fast.adam_step(params, grads, state, cfg.lr)   # = _adam, in place

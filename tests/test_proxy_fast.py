@@ -21,12 +21,16 @@ def test_batch_maker_equals_make_batch(data):
     rng = np.random.default_rng(data.draw(st.integers(0, 2**31 - 1)))
     P = data.draw(st.integers(1, 12))
     src, tgt = _pairs(rng, P, 7, 5)
-    idx = rng.integers(0, P, data.draw(st.integers(1, 2 * P)))     # repeats allowed
-    fast = _proxy_fast.batch_maker(src, tgt)(idx)
-    slow = proxy.make_batch([src[i] for i in idx], [tgt[i] for i in idx])
-    assert fast.n_pairs == slow.n_pairs
-    for a, b in zip(fast[:-1], slow[:-1]):
-        assert a.dtype == b.dtype and np.array_equal(a, b)
+    order = rng.integers(0, P, data.draw(st.integers(1, 2 * P)))     # repeats allowed
+    size = data.draw(st.integers(1, len(order) + 2))
+    batches = _proxy_fast.batch_maker(src, tgt)(order, size)
+    assert len(batches) == -(-len(order) // size)
+    for k, fast in enumerate(batches):
+        idx = order[k * size:(k + 1) * size]
+        slow = proxy.make_batch([src[i] for i in idx], [tgt[i] for i in idx])
+        assert fast.n_pairs == slow.n_pairs and type(fast.n_pairs) is int
+        for a, b in zip(fast[:-1], slow[:-1]):
+            assert a.dtype == b.dtype and np.array_equal(a, b)
 
 
 @pytest.mark.parametrize("chunk", [64, 1 << 18])
@@ -98,6 +102,58 @@ def test_train_proxy_in_torch_matches_numpy():
     for a, b in zip(_proxy_fast.beta_px_rows(got, src, tgt),
                     _proxy_fast.beta_px_rows(ref, src, tgt)):
         np.testing.assert_allclose(a, b, rtol=1e-8)
+
+
+def test_training_on_a_device_copies_the_data_there_once_an_epoch(monkeypatch):
+    """No host array enters a step: an epoch's batches go to the device in one copy per
+    field, so eight times the steps make no more copies (each copy from the host waits for
+    the card, and on a card shared with other processes that wait is long)."""
+    torch = pytest.importorskip("torch")
+    from minimal_attn import _xp
+
+    rng = np.random.default_rng(6)
+    src, tgt = _pairs(rng, 64, 9, 5, empty_targets=False)
+    copies = []
+    real = _xp.like
+
+    def counted(xp, values, ref=None, dtype=None):
+        copies.append(isinstance(values, np.ndarray))
+        return real(xp, values, ref, dtype)
+
+    for module in (_xp, _proxy_fast, proxy):
+        monkeypatch.setattr(module, "like", counted, raising=False)
+    made = []
+    for size in (64, 8):                                   # 1 step an epoch, then 8
+        copies.clear()
+        cfg = proxy.ProxyConfig(d=3, epochs=2, batch_size=size, lr=0.05, seed=0)
+        got, _ = proxy.train_proxy(src, tgt, 9, 5, cfg,
+                                   like_array=torch.zeros(0, dtype=torch.float64))
+        made.append(sum(copies))
+    assert made[1] == made[0] == 2 * 5 + 2       # 5 fields an epoch; W and e at the start
+    assert np.isfinite(got["e"].numpy()).all()
+
+
+def test_a_step_on_a_card_waits_for_nothing():
+    """The loss, the gradients and Adam of one step queue on the card without one host
+    synchronisation (torch's sync debug mode turns any into an error)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU (torch sees none)")
+    rng = np.random.default_rng(7)
+    src, tgt = _pairs(rng, 40, 9, 5, empty_targets=False)
+    W = torch.zeros((5, 4), dtype=torch.float64, device="cuda")
+    params = {"W": W.normal_(), "e": torch.randn((9, 4), dtype=torch.float64, device="cuda")}
+    batches = _proxy_fast.batch_maker(src, tgt)(rng.permutation(40), 16, W)
+    state = {}
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for batch in batches:
+            _, grads = proxy._loss_and_grads(params, batch)
+            _proxy_fast.adam_step(params, grads, state, 0.01)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert torch.isfinite(params["e"]).all()
 
 
 def test_beta_px_rows_in_groups_and_repeated_words_tie_exactly():
