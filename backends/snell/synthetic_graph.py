@@ -11,11 +11,12 @@ launches then set the pace (H200, H = 256: one run 40 ms a step, 20 runs batched
 * ``cudagraph`` (CUDA only): the whole step captured once per phases (the loss each
   run trains with: it changes once, at a hybrid's switch) and replayed with each
   batch copied into the graph's static input. Adam is made ``capturable`` (its step
-  count lives on the card). Each capture is checked before it is used: from the same
-  state, one eager step and one replay of the graph must leave the parameters within
-  a thousandth of an Adam step (``1e-3 * lr``) of each other. A capture that fails or
-  differs is said once through ``log`` and the run goes on eagerly; either way the
-  numbers are the eager step's (``train_runs``' result names the way it ran).
+  count lives on the card, in float64: :func:`step_dtype`). Each capture is checked
+  before it is used: from the same state, one eager step and one replay of the graph
+  must leave the parameters within a thousandth of an Adam step (``1e-3 * lr``) of each
+  other. A capture that fails or differs is said once through ``log`` and the run goes
+  on eagerly; either way the numbers are the eager step's (``train_runs``' result names
+  the way it ran).
 
 The shared moves of a capture are in :mod:`minimal_attn.backends.cuda_graphs`.
 """
@@ -46,20 +47,42 @@ def check_compile(compile, device):
 
 
 def make_adam(params, lr, compile):
-    """Adam over ``params``; ``capturable`` (its step count on the device) for a graph."""
-    return torch.optim.Adam(params, lr=lr, capturable=compile == "cudagraph")
+    """Adam over ``params``; ``capturable`` for a graph, with its step count on the device
+    in float64 (:func:`step_dtype`)."""
+    params = list(params)
+    optimizer = torch.optim.Adam(params, lr=lr, capturable=compile == "cudagraph")
+    if compile == "cudagraph":        # the state Adam would make at its first step, but
+        for p in params:              # with the count in float64
+            optimizer.state[p] = {"step": torch.zeros((), dtype=step_dtype(True),
+                                                      device=p.device),
+                                  "exp_avg": torch.zeros_like(p), "exp_avg_sq": torch.zeros_like(p)}
+    return optimizer
+
+
+def step_dtype(capturable):
+    """The dtype of Adam's step count: float64 when ``capturable``, float32 (torch's) else.
+
+    A capturable Adam computes its bias corrections ``1 - beta^t`` on the device in the
+    count's dtype. torch's float32 leaves ``1 - 0.999`` at t = 1 off by 6e-5 of itself, so a
+    float64 run steps differently from the eager one, whose corrections are Python floats:
+    after 30 steps 3e-4 apart (SA) and 6e-3 (LV) in an emulation on the CPU, and by as much on
+    an H200 (2026-11-28), where the graph test had blamed the graph. In float64 they agree.
+    The eager count stays float32: it is read back as a Python float, exact to 2^24 steps.
+    """
+    return torch.float64 if capturable else torch.float32
 
 
 def set_capturable(optimizer, capturable):
     """After ``load_state_dict`` (which takes the saved flag): the flag this run needs, the
-    step counts where it needs them (the device when capturable, else the host)."""
+    step counts where it needs them (the device when capturable, else the host) and in
+    :func:`step_dtype`."""
     for group in optimizer.param_groups:
         group["capturable"] = capturable
         for p in group["params"]:
             state = optimizer.state.get(p, {})
             if "step" in state:
                 state["step"] = state["step"].to(p.device if capturable else "cpu",
-                                                  torch.float32)
+                                                  step_dtype(capturable))
 
 
 def eager_step(optimizer, loss_of, batch, phases, done):
