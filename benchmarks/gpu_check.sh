@@ -142,6 +142,10 @@ for entry in "${CHECKS[@]}"; do
   tail -n 5 "$OUT/$name.log"
 done
 
+# files deeper than $OUT/a/b/ do not come back from the device machine: the small ones
+# (a row's per-model timing.json, histories, settings) travel in one archive
+( cd "$OUT" && find . -mindepth 3 -type f \( -name '*.json' -o -name '*.jsonl' -o -name '*.md' \) \
+    -print0 | tar czf deep_files.tar.gz --null -T - ) 2>/dev/null
 {
   echo
   echo "## attn-dyn GPU check on: $(card_name)  (total $(( SECONDS - START )) s)"
