@@ -224,7 +224,7 @@ def main():
             "device": str(device), "card": name, "torch": torch.__version__,
             "seeds": args.seeds, "paradigm": args.paradigm, "m": args.m,
             "batch": args.batch, "optimizer": args.optimizer, "n_train": args.n_train,
-            "epochs": args.epochs, "best": best, "failed": failed,
+            "epochs": args.epochs, "width": args.width, "best": best, "failed": failed,
             "variants": {v: {"seconds": sec, "mosaics_per_s": work / sec}
                          for v, sec in seconds.items()}})
     focus = scaled(focus_config(config.dataset, config.focus_init), args.width)

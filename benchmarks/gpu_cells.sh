@@ -38,8 +38,8 @@
 # GPU_CELLS_PROBE_MODES (default grouped_nchw,loop) each eager and captured at a part's
 # size (bench_batched_seeds.py, 3 seeds, m = 5, HA, Adam); the cells take the fastest
 # (--conv-mode, --compile) when the tests pass and it is at least 1.1x as fast as
-# grouped_nchw eager (cell_costs.pick_step), else that, and the estimates are divided by
-# the speed-up. The captured way: GPU_CELLS_PROBE (default cudagraph; compile on the
+# grouped_nchw eager (step_probe.pick_step), else that, and the estimates are divided by
+# how much faster the probe ran it than cell_costs' model of a step (step_probe.probe_scale). The captured way: GPU_CELLS_PROBE (default cudagraph; compile on the
 # CPU); the probe's size: GPU_CELLS_PROBE_ARGS.
 # The synthetic cells' steps run as CUDA graphs on a card (GPU_CELLS_SYNTH_COMPILE,
 # default cudagraph there, none on the CPU): each graph is checked against an eager step
@@ -263,12 +263,15 @@ probe_step() {   # GPU_CELLS_COMPILE=auto: leave "mode|way|speed-up|reason" on s
     --json runs/cells/step_probe.json >>"$log" 2>&1
   local rc=$?
   [ "$rc" = 0 ] || echo "bench_batched_seeds.py: exit status $rc (124: past its 90 s)" >>"$log"
-  $PY - "$passed" <<'PYEOF' 2>>"$log" || echo "grouped_nchw|none|1|eager: the probe failed (runs/cells/step_probe.log)"
+  $PY - "$passed" "$CARD" <<'PYEOF' 2>>"$log" || echo "grouped_nchw|none|1|eager: the probe failed (runs/cells/step_probe.log)"
 import json, sys
-from minimal_attn.experiments.cell_costs import pick_step
-variants = json.load(open("runs/cells/step_probe.json"))["variants"]
-mode, way, gain, reason = pick_step(variants, sys.argv[1] == "1")
-print(f"{mode}|{way}|{gain:.3f}|{reason}")
+from minimal_attn.experiments.step_probe import pick_step, probe_scale, variant_name
+probe = json.load(open("runs/cells/step_probe.json"))
+mode, way, gain, reason = pick_step(probe["variants"], sys.argv[1] == "1")
+scale = probe_scale(probe, variant_name(mode, way), sys.argv[2])
+if scale is not None:     # the estimates scaled by the probe's own time, not the ratio
+    reason += f"; estimates / {scale:.2f} (the probe's step against cell_costs' model)"
+print(f"{mode}|{way}|{gain if scale is None else scale:.3f}|{reason}")
 PYEOF
 }
 if [ "$STEP" = auto ]; then

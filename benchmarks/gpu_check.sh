@@ -83,7 +83,7 @@ CHECKS=(
   "speed_synthetic_graph|120|has_file tests/test_synthetic_graph.py|$PY -m pytest -q -rs -p no:cacheprovider tests/test_synthetic_graph.py -k cuda && for p in sa ha; do $PY benchmarks/bench_synthetic_seeds.py --device cuda --hidden 256 --embed 256 --steps 100 --task permutation --seeds 40 --paradigm \$p --compile none,cudagraph --no-sequential || exit 1; done"
   "speed_snell_steps_sst2|60|[ -d $DATA/sst2 ]|$PY benchmarks/bench_snell_agreement.py --dataset sst2 --data-dir $DATA/sst2 --device cuda --train-steps-only --steps 300"
   "speed_snell_steps_multi30k|60|[ -d $DATA/multi30k ]|$PY benchmarks/bench_snell_agreement.py --dataset multi30k --data-dir $DATA/multi30k --device cuda --train-steps-only --steps 300"
-  "speed_agreement_sst2_paper|240|has_command agreement && [ -d $DATA/sst2 ]|$CLI agreement --task classify --dataset sst2 --data-dir $DATA/sst2 --device cuda --workers 6 --time-limit ${GPU_CHECK_ROW_LIMIT:-150} --no-progress --out $OUT/agreement_paper"
+  "speed_agreement_sst2_paper|240|has_command agreement && [ -d $DATA/sst2 ]|$PY -m pytest -q -p no:cacheprovider tests/test_proxy_fast.py -k card; $CLI agreement --task classify --dataset sst2 --data-dir $DATA/sst2 --device cuda --workers 6 --time-limit ${GPU_CHECK_ROW_LIMIT:-150} --no-progress --out $OUT/agreement_paper"
   # the Multi30k row (20,000 steps a model) cannot end inside one check: under a limit its
   # last line gives each model's steps and seconds, from which the whole row's time follows
   "speed_agreement_multi30k_paper|300|has_command agreement && [ -d $DATA/multi30k ]|$CLI agreement --task translate --dataset multi30k --data-dir $DATA/multi30k --device cuda --workers 6 --time-limit ${GPU_CHECK_M30K_LIMIT:-150} --no-progress --out $OUT/agreement_m30k_paper"

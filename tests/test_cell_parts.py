@@ -12,12 +12,14 @@ from minimal_attn.errors import InputError
 from minimal_attn.experiments import cell_parts, cells, results_store
 from minimal_attn.experiments.cell_costs import (
     JOB_SECONDS,
+    M_EXPONENT,
+    STEP_MS,
     choose_parallel,
     estimate_seconds,
-    pick_step,
     plan_job,
     shared_slowdown,
 )
+from minimal_attn.experiments.step_probe import pick_step, probe_scale, variant_name
 
 
 def test_part_names_and_their_seeds():
@@ -212,6 +214,31 @@ def test_the_step_probe_takes_a_captured_way_only_when_tested_and_faster():
                       comp: {"seconds": 1.0}}, True)[1] == "cudagraph"
     with pytest.raises(InputError, match="must time the baseline"):
         pick_step({graph: {"seconds": 1.0}}, True)
+
+
+def test_the_estimates_scale_by_the_probes_own_step_time():
+    """The H200's probe of 2026-11-28: 30 steps of 3 seeds in 0.157 s as a CUDA graph,
+    where the eager baseline took 0.269 s (1.71x). The estimates scale by the model's
+    30 eager steps over the graph's measured time, not by the 1.71x."""
+    probe = {"seeds": 3, "m": 5, "batch": 100, "n_train": 3000, "epochs": 1, "width": 1.0,
+             "variants": {"batched (grouped_nchw)": {"seconds": 0.269},
+                          "batched (grouped_nchw, cudagraph)": {"seconds": 0.157}}}
+    name = variant_name("grouped_nchw", "cudagraph")
+    fixed, per_seed = STEP_MS["h200"]
+    assert probe_scale(probe, name, "h200") == pytest.approx(
+        30 * (fixed + 3 * per_seed) / 1000 / 0.157)
+    # half the batch: half the model's step, twice the steps; m = 20: the per-seed part grows
+    half = dict(probe, batch=50)
+    assert probe_scale(half, name, "h200") == pytest.approx(probe_scale(probe, name, "h200"))
+    wide = dict(probe, m=20)
+    assert probe_scale(wide, name, "h100") == pytest.approx(30 * (
+        STEP_MS["h100"][0] + 3 * STEP_MS["h100"][1] * 4 ** M_EXPONENT["h100"]) / 1000 / 0.157)
+    assert probe_scale(probe, variant_name("grouped_nchw", "none"), "h200") == pytest.approx(
+        probe_scale(probe, name, "h200") * 0.157 / 0.269)
+    # a probe at another width than the cells' says nothing of their speed
+    assert probe_scale(dict(probe, width=0.25), name, "h200") is None
+    with pytest.raises(InputError, match="card must be one of"):
+        probe_scale(probe, name, "a100")
 
 
 def test_the_step_probe_picks_the_conv_mode_with_the_way():

@@ -144,9 +144,7 @@ def estimate_seconds(cell, card, epochs=None):
     s = cell.settings
     if s["runner"] == "fcam":
         c = cell_runners.fcam_config(cell, data_dir=None, device="cpu")
-        fixed, per_seed = STEP_MS[card]
-        segments = (c.m / 5) ** M_EXPONENT[card]
-        step = (fixed + per_seed * c.seeds * segments) / 1000 * (c.batch_size / 100)
+        step = fcam_step_seconds(card, c.seeds, c.m, c.batch_size)
         steps = (epochs or c.epochs) * -(-c.n_train // c.batch_size)
         # plus a test evaluation every eval_every epochs (forward only: ~1/3 of a step)
         cost = FCAM_PARADIGM_COST.get(s["paradigm"], 1.0)
@@ -176,6 +174,13 @@ def estimate_seconds(cell, card, epochs=None):
                 None: s["pool"] + 3 * s["seeds"] * MULTIHEAD_RUN}[s.get("phase")]
     fixed = SYNTHETIC_FIXED[card]
     return size["steps"] * (fixed + (unit - fixed) * runs / 40) * paradigm
+
+
+def fcam_step_seconds(card, seeds, m, batch_size):
+    """One eager training step of ``seeds`` CNN FCAMs batched, by :data:`STEP_MS`."""
+    fixed, per_seed = STEP_MS[card]
+    segments = (m / 5) ** M_EXPONENT[card]
+    return (fixed + per_seed * seeds * segments) / 1000 * (batch_size / 100)
 
 
 def shared_slowdown(parallel, speedup_at_4=SHARED_SPEEDUP_AT_4["cnn"]):
@@ -252,46 +257,3 @@ def choose_parallel(estimates, budget, most=4, force=False, min_start=150, margi
         if best is None or done >= best[1]:
             best = (p, done)
     return best
-
-
-#: Ways a batched CNN step can run besides eager, in order of preference on a tie.
-CAPTURED = ("cudagraph", "compile")
-
-
-def pick_step(variants, tests_passed, min_gain=1.1, baseline="grouped_nchw"):
-    """How the CNN FCAM cells of a job should run their steps (``gpu_cells.sh``'s
-    ``GPU_CELLS_COMPILE=auto``): ``(conv mode, way, speed-up, reason)``.
-
-    ``variants`` maps the names ``bench_batched_seeds.py --json`` writes ("batched
-    (grouped_nchw)", "batched (loop, cudagraph)", ...: a conv mode of
-    ``batched.MODES``, then a way of :data:`CAPTURED` or none for eager) to
-    ``{"seconds": ...}``; the speed-up is against ``baseline`` run eagerly, the way the
-    results so far ran. The fastest variant is taken when the card passed the
-    equality tests of the modes and captured steps (``tests_passed``) and it is at
-    least ``min_gain`` times as fast as the baseline; else the baseline.
-    """
-    base = f"batched ({baseline})"
-    if base not in variants:
-        raise InputError(f"the step probe must time the baseline {base!r}, got "
-                         f"{sorted(variants)}", param="variants")
-    gains = {}
-    for name, v in variants.items():
-        mode, *how = name[len("batched ("):].rstrip(")").split(", ")
-        if name != base and len(how) <= 1 and set(how) <= set(CAPTURED):
-            gains[mode, how[0] if how else "none"] = variants[base]["seconds"] / v["seconds"]
-    if not gains:
-        return baseline, "none", 1.0, "eager: nothing but the baseline was timed"
-    # a tie goes to the baseline's mode, then to the simplest way: eager, then the CUDA
-    # graph (no compiler in the way)
-    ways = ("none",) + CAPTURED
-    best = max(gains, key=lambda k: (gains[k], k[0] == baseline, -ways.index(k[1])))
-    shown = ", ".join(f"{m}{'' if h == 'none' else ' ' + h} {g:.2f}x"
-                      for (m, h), g in gains.items())
-    if not tests_passed:
-        return baseline, "none", 1.0, ("eager: the equality tests did not pass on this "
-                                       f"card ({shown})")
-    if gains[best] < min_gain:
-        return baseline, "none", 1.0, f"eager: no way is {min_gain:.2f}x faster ({shown})"
-    mode, way = best
-    return mode, way, gains[best], (f"{mode}, {way}: {gains[best]:.2f}x {baseline} eager, "
-                                    f"tests passed ({shown})")
