@@ -63,10 +63,10 @@ def step_dtype(capturable):
     """The dtype of Adam's step count: float64 when ``capturable``, float32 (torch's) else.
 
     A capturable Adam computes its bias corrections ``1 - beta^t`` on the device in the
-    count's dtype. torch's float32 leaves ``1 - 0.999`` at t = 1 off by 6e-5 of itself, so a
+    count's dtype. torch's float32 leaves ``1 - 0.999^t`` off by up to 2e-5 of itself, so a
     float64 run steps differently from the eager one, whose corrections are Python floats:
     after 30 steps 3e-4 apart (SA) and 6e-3 (LV) in an emulation on the CPU, and by as much on
-    an H200 (2026-11-28), where the graph test had blamed the graph. In float64 they agree.
+    an H200 (2026-11-28), where it failed the graph's float64 test. In float64 they agree.
     The eager count stays float32: it is read back as a Python float, exact to 2^24 steps.
     """
     return torch.float64 if capturable else torch.float32
