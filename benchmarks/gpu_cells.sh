@@ -39,8 +39,9 @@
 # size (bench_batched_seeds.py, 3 seeds, m = 5, HA, Adam); the cells take the fastest
 # (--conv-mode, --compile) when the tests pass and it is at least 1.1x as fast as
 # grouped_nchw eager (step_probe.pick_step), else that, and the estimates are divided by
-# how much faster the probe ran it than cell_costs' model of a step (step_probe.probe_scale). The captured way: GPU_CELLS_PROBE (default cudagraph; compile on the
-# CPU); the probe's size: GPU_CELLS_PROBE_ARGS.
+# how much faster the probe ran it than cell_costs' model of a step
+# (step_probe.probe_scale). The captured way: GPU_CELLS_PROBE (default cudagraph; compile
+# on the CPU); the probe's size: GPU_CELLS_PROBE_ARGS.
 # The synthetic cells' steps run as CUDA graphs on a card (GPU_CELLS_SYNTH_COMPILE,
 # default cudagraph there, none on the CPU): each graph is checked against an eager step
 # when captured and the cell goes on eagerly if it differs (its record says which ran).
