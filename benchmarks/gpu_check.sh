@@ -84,6 +84,10 @@ CHECKS=(
   "speed_snell_steps_sst2|60|[ -d $DATA/sst2 ]|$PY benchmarks/bench_snell_agreement.py --dataset sst2 --data-dir $DATA/sst2 --device cuda --train-steps-only --steps 300"
   "speed_snell_steps_multi30k|60|[ -d $DATA/multi30k ]|$PY benchmarks/bench_snell_agreement.py --dataset multi30k --data-dir $DATA/multi30k --device cuda --train-steps-only --steps 300"
   "speed_agreement_sst2_paper|240|has_command agreement && [ -d $DATA/sst2 ]|$PY -m pytest -q -p no:cacheprovider tests/test_proxy_fast.py -k card; $CLI agreement --task classify --dataset sst2 --data-dir $DATA/sst2 --device cuda --workers 6 --time-limit ${GPU_CHECK_ROW_LIMIT:-150} --no-progress --out $OUT/agreement_paper"
+  # how K models share the card: K processes (a row's workers) against K threads of one
+  # process on their own CUDA streams, against one alone
+  "speed_snell_sharing_sst2|90|[ -d $DATA/sst2 ]|$PY benchmarks/bench_snell_sharing.py --dataset sst2 --data-dir $DATA/sst2 --device cuda --copies 4 --steps 200"
+  "speed_snell_sharing_multi30k|150|[ -d $DATA/multi30k ]|$PY benchmarks/bench_snell_sharing.py --dataset multi30k --data-dir $DATA/multi30k --device cuda --copies 3 --steps 150"
   # the Multi30k row (20,000 steps a model) cannot end inside one check: under a limit its
   # last line gives each model's steps and seconds, from which the whole row's time follows
   "speed_agreement_multi30k_paper|300|has_command agreement && [ -d $DATA/multi30k ]|$CLI agreement --task translate --dataset multi30k --data-dir $DATA/multi30k --device cuda --workers 6 --time-limit ${GPU_CHECK_M30K_LIMIT:-150} --no-progress --out $OUT/agreement_m30k_paper"
