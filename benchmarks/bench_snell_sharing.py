@@ -20,6 +20,7 @@ start to the last copy's end. Data loading and model building are not timed.
 
 import argparse
 import multiprocessing
+import queue
 import sys
 import threading
 import time
@@ -33,6 +34,8 @@ from minimal_attn.cli.main import run_script  # noqa: E402
 from minimal_attn.errors import InputError, check_int_at_least  # noqa: E402
 
 WAYS = ("processes", "threads")
+#: Longest wait at the start line for the other copies (data loading and warm-up).
+BARRIER_SECONDS = 600
 
 
 def _task(args):
@@ -87,7 +90,7 @@ def _train(args, seed, setup=None, barrier=None):
     with torch.cuda.stream(stream) if cuda else nullcontext():
         steps(0, 2)                                      # warm-up: cuDNN plans, Adam state
         if barrier is not None:
-            barrier.wait()
+            barrier.wait(timeout=BARRIER_SECONDS)       # a copy that failed breaks it
         began = time.monotonic()
         steps(2, args.steps)
         return began, time.monotonic()
@@ -108,7 +111,11 @@ def _side_by_side(args, way):
         barrier, spans = threading.Barrier(args.copies), [None] * args.copies
 
         def run(k):
-            spans[k] = _train(args, k, setups[k], barrier)
+            try:
+                spans[k] = _train(args, k, setups[k], barrier)
+            except BaseException:
+                barrier.abort()              # the others stop waiting for this one
+                raise
         workers = [threading.Thread(target=run, args=(k,)) for k in range(args.copies)]
     else:
         ctx = multiprocessing.get_context("spawn")
@@ -118,7 +125,17 @@ def _side_by_side(args, way):
     for w in workers:
         w.start()
     if way == "processes":
-        spans = [out.get() for _ in workers]
+        spans = []
+        while len(spans) < len(workers):
+            try:
+                spans.append(out.get(timeout=5))
+            except queue.Empty:
+                dead = [w.exitcode for w in workers if w.exitcode not in (None, 0)]
+                if dead:
+                    for w in workers:
+                        w.terminate()
+                    raise RuntimeError(f"a copy's process ended with exit code {dead[0]} "
+                                       "(its traceback is above)") from None
     for w in workers:
         w.join()
     if any(s is None for s in spans):
