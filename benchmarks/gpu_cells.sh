@@ -27,7 +27,8 @@
 # records the job wrote, as `cells report` gives them), to bring home here with
 # `attn-dyn cells import cells_results.tar.gz` (it keeps a complete record over a partial
 # one), then `attn-dyn cells report`; the small files of the job's run folders (history,
-# settings, results; no checkpoints) go into $OUT/cells_runs.tar.gz, for `cells plot`.
+# settings, results; no checkpoints) go into $OUT/cells_runs.tar.gz, for `cells plot`; on
+# a card, $OUT/gpu_dmon.txt has its load while the cells ran (nvidia-smi dmon -s u).
 # --dry-run lists the cells, their estimated minutes on --card and what would run.
 # --card auto (the default) reads the card's name from nvidia-smi: an H200 is h200, an
 # H100 h100; with GPU_CELLS_DEVICE=cpu it is cpu; anything else gets h100's estimates.
@@ -302,6 +303,11 @@ run_one() {   # name left: run one cell, leave "STATE|seconds|last line" in runs
   echo "$state|$(( SECONDS - t0 )) s|$(tail -n 1 "runs/cells/$name.log" | cut -c1-90 | tr '|' '/')" \
     >"runs/cells/$name.status"
 }
+DMON=""                      # the card's load while the cells run, every 5 s (SM and memory
+if [ -n "${OUT:-}" ] && [ "${GPU_CELLS_DEVICE:-cuda}" != cpu ] \
+    && command -v nvidia-smi >/dev/null 2>&1; then   # %): is there room for more at once?
+  DMON=$( (nvidia-smi dmon -s u -d 5 >"$OUT/gpu_dmon.txt" 2>&1 & echo $!) )  # not a job
+fi
 NAMES=()
 while read -r name folder minutes secs; do
   left=$(( BUDGET - (SECONDS - START) ))
@@ -325,6 +331,7 @@ while read -r name folder minutes secs; do
   run_one "$name" "$left" </dev/null &
 done <<<"$PLAN"
 wait
+[ -n "$DMON" ] && kill "$DMON" 2>/dev/null
 RAN=()                                  # the cells that ran (and may have written a record)
 for name in "${NAMES[@]}"; do
   row=$(cat "runs/cells/$name.status" 2>/dev/null || echo "FAIL(?)|-|no status")
