@@ -134,13 +134,18 @@ def stop_rule_epochs(cell, records, cells_by_name):
     return min(math.ceil(most * STOP_MARGIN), cap)
 
 
+def check_card(card):
+    """Refuse a card the cost model has no times for, in one line."""
+    if card not in CARDS:
+        raise InputError(f"card must be one of {', '.join(CARDS)}, got {card!r}",
+                         param="card")
+
+
 def estimate_seconds(cell, card, epochs=None):
     """Expected wall time of ``cell`` on ``card`` (h100, h200, cpu), from its work;
     ``epochs`` (CNN FCAM cells): the epochs expected instead of all the protocol allows
     (:func:`stop_rule_epochs`)."""
-    if card not in CARDS:
-        raise InputError(f"card must be one of {', '.join(CARDS)}, got {card!r}",
-                         param="card")
+    check_card(card)
     s = cell.settings
     if s["runner"] == "fcam":
         c = cell_runners.fcam_config(cell, data_dir=None, device="cpu")

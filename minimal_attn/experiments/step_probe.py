@@ -4,7 +4,7 @@ expects, from ``bench_batched_seeds.py``'s timings of a part-sized step on the c
 """
 
 from minimal_attn.errors import InputError
-from minimal_attn.experiments.cell_costs import CARDS, fcam_step_seconds
+from minimal_attn.experiments.cell_costs import check_card, fcam_step_seconds
 
 #: Ways a batched CNN step can run besides eager, in order of preference on a tie.
 CAPTURED = ("cudagraph", "compile")
@@ -69,9 +69,7 @@ def probe_scale(probe, variant, card):
     --json``'s dict; one probed at another width than the cells' (the CPU's smoke probe)
     gives None.
     """
-    if card not in CARDS:
-        raise InputError(f"card must be one of {', '.join(CARDS)}, got {card!r}",
-                         param="card")
+    check_card(card)
     if probe.get("width", 1.0) != 1.0:
         return None
     steps = probe["epochs"] * -(-probe["n_train"] // probe["batch"])
