@@ -12,7 +12,9 @@ old / new per phase: the before/after of the same configuration in one run.
 
 ``--train-steps-only`` times training steps alone (batch, forward, backward, Adam), the
 route before issue 19 against today's, alternating step by step in one process (their
-parameters must come out equal).
+parameters must come out equal). ``--profile`` adds where today's step spends its time:
+the loop's pace, the host's time per part, the card's busy time, the operators, kernels
+and host waits per part (``snell_profile.py``, whose docstring says how to read it).
 
 On a GPU (the paper's widths; a few minutes on an H100 for SST-2):
 
@@ -150,7 +152,20 @@ def _run(args):
             "code": os.path.dirname(os.path.dirname(__import__("minimal_attn").__file__))}
 
 
-def _step_times(args):
+def _task_and_config(args):
+    """The task (``args.dataset``, read as the row reads it) and the resolved model config."""
+    from minimal_attn.backends.snell.train import SeqTrainConfig
+    from minimal_attn.datasets.seq import load_text_task
+
+    kind = "classify" if args.dataset == "sst2" else "translate"
+    task = load_text_task(kind, args.dataset, args.data_dir or os.path.join(
+        HERE, "..", "..", "shared", "data", args.dataset), args.max_train, args.max_val,
+        args.vocab_size)
+    return task, SeqTrainConfig(task=kind, hidden=args.hidden, out_hidden=args.hidden,
+                                emb=args.emb, device=args.device).resolved()
+
+
+def _step_times(args, task, c):
     """Seconds per training step (batch, forward, backward, Adam) at the configured widths:
     the readable route (a batch padded from Python lists, torch's packing, Adam one tensor at
     a time; the code before issue 19) against the loop's (a batch cut from the padded split,
@@ -161,17 +176,10 @@ def _step_times(args):
     from minimal_attn.backends.snell import seq_models
     from minimal_attn.backends.snell.batches import SplitTensors
     from minimal_attn.backends.snell.eval import batch_loss, loss_on_batch
-    from minimal_attn.backends.snell.train import SeqTrainConfig, batch_indices, build_model
-    from minimal_attn.datasets.seq import load_text_task
+    from minimal_attn.backends.snell.train import batch_indices, build_model
 
     if args.device == "cpu":
         torch.set_num_threads(args.threads)
-    kind = "classify" if args.dataset == "sst2" else "translate"
-    task = load_text_task(kind, args.dataset, args.data_dir or os.path.join(
-        HERE, "..", "..", "shared", "data", args.dataset), args.max_train, args.max_val,
-        args.vocab_size)
-    c = SeqTrainConfig(task=kind, hidden=args.hidden, out_hidden=args.hidden, emb=args.emb,
-                       device=args.device).resolved()
     split = SplitTensors(task, task.train_src, task.train_tgt, args.device)
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
 
@@ -297,9 +305,21 @@ def main(argv=None):
     p.add_argument("--json", default=None, help="write the phase seconds here")
     p.add_argument("--train-steps-only", action="store_true",
                    help="only time training steps, old route against new, alternating")
+    p.add_argument("--profile", action="store_true",
+                   help="with --train-steps-only: then profile today's step, part by part")
     args = p.parse_args(argv)
+    if args.profile and not args.train_steps_only:
+        from minimal_attn.errors import InputError
+
+        raise InputError("--profile profiles training steps: add --train-steps-only",
+                         param="profile")
     if args.train_steps_only:
-        _step_times(args)
+        task, c = _task_and_config(args)
+        _step_times(args, task, c)
+        if args.profile:
+            from snell_profile import profile_seq_step  # beside this file (benchmarks/)
+
+            profile_seq_step(task, c, args.device, steps=min(args.steps, 50))
         return 0
     ref = _reference(args, args.reference_commit) if args.reference_commit else None
     new = _run(args)
@@ -314,4 +334,8 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        from minimal_attn.cli.main import run_script
+    except ImportError:      # the child of --reference-commit runs an older tree's package
+        sys.exit(main())
+    run_script(main)

@@ -74,15 +74,16 @@ CHECKS=(
   "synthetic_cuda|90|has_command synthetic|$CLI synthetic copy --paper-size --seeds 20 --steps 500 --device cuda --no-progress --out $OUT/synthetic ${GPU_CHECK_SYNTHETIC_ARGS:-}"
   "agreement_cuda|120|has_command agreement && [ -d $DATA/sst2 ]|$CLI agreement --task classify --dataset sst2 --data-dir $DATA/sst2 --steps 1000 --max-train 20000 --device cuda --no-progress --out $OUT/agreement ${GPU_CHECK_AGREEMENT_ARGS:-}"
   # issue 19 speed: the step captured whole (tests first: graph vs eager), its mosaics/s
-  # and operator counts; Snell's training steps old route vs new; the paper-size SST-2 row
+  # and operator counts; Snell's training steps old route vs new, and where a step's time
+  # goes (host, kernels, host waits: benchmarks/snell_profile.py); the paper-size SST-2 row
   "speed_step_tests|150||$PY -m pytest -q -rs -p no:cacheprovider tests/test_batched_step.py tests/test_batched_flat.py tests/test_torch_batched.py tests/test_authors_recipe.py"
   "speed_batched_capture|180|has_file benchmarks/bench_batched_seeds.py|$PY benchmarks/bench_batched_seeds.py --device cuda --seeds 12 --paradigm ha --n-train 2000 --n-test 500 --batch 100 --optimizer adam --classifier lenet --modes grouped_nchw --compile none,cudagraph,compile --no-sequential --epochs 2"
   "speed_batched_precision|150|has_file tests/test_batched_precision.py|$PY -m pytest -q -rs -p no:cacheprovider tests/test_batched_precision.py -k cuda && $PY benchmarks/bench_batched_seeds.py --device cuda --seeds 12 --paradigm ha --n-train 2000 --n-test 500 --batch 100 --optimizer adam --classifier lenet --modes grouped_nchw --compile none --precision fp32,tf32,bf16 --no-sequential --epochs 2"
   "speed_batched_profile|60|has_file benchmarks/bench_batched_seeds.py|$PY benchmarks/bench_batched_seeds.py --device cuda --profile --seeds 12 --batch 100 --optimizer adam --classifier lenet --modes grouped_nchw,grouped,loop,unfold --compile none,cudagraph"
   "speed_batched_modes|180|has_file benchmarks/bench_batched_seeds.py|$PY -m pytest -q -rs -p no:cacheprovider tests/test_batched_step.py -k cuda_graph && $PY benchmarks/bench_batched_seeds.py --device cuda --seeds 12 --paradigm ha --n-train 2000 --n-test 500 --batch 100 --optimizer adam --classifier lenet --modes grouped_nchw,grouped,loop,unfold --compile none,cudagraph --precision fp32,tf32,bf16 --no-sequential --epochs 2"
   "speed_synthetic_graph|120|has_file tests/test_synthetic_graph.py|$PY -m pytest -q -rs -p no:cacheprovider tests/test_synthetic_graph.py -k cuda && for p in sa ha; do $PY benchmarks/bench_synthetic_seeds.py --device cuda --hidden 256 --embed 256 --steps 100 --task permutation --seeds 40 --paradigm \$p --compile none,cudagraph --no-sequential || exit 1; done"
-  "speed_snell_steps_sst2|60|[ -d $DATA/sst2 ]|$PY benchmarks/bench_snell_agreement.py --dataset sst2 --data-dir $DATA/sst2 --device cuda --train-steps-only --steps 300"
-  "speed_snell_steps_multi30k|60|[ -d $DATA/multi30k ]|$PY benchmarks/bench_snell_agreement.py --dataset multi30k --data-dir $DATA/multi30k --device cuda --train-steps-only --steps 300"
+  "speed_snell_steps_sst2|90|[ -d $DATA/sst2 ]|$PY benchmarks/bench_snell_agreement.py --dataset sst2 --data-dir $DATA/sst2 --device cuda --train-steps-only --steps 300 --profile"
+  "speed_snell_steps_multi30k|90|[ -d $DATA/multi30k ]|$PY benchmarks/bench_snell_agreement.py --dataset multi30k --data-dir $DATA/multi30k --device cuda --train-steps-only --steps 300 --profile"
   "speed_agreement_sst2_paper|240|has_command agreement && [ -d $DATA/sst2 ]|$PY -m pytest -q -p no:cacheprovider tests/test_proxy_fast.py -k card; $CLI agreement --task classify --dataset sst2 --data-dir $DATA/sst2 --device cuda --workers 6 --time-limit ${GPU_CHECK_ROW_LIMIT:-150} --no-progress --out $OUT/agreement_paper"
   # how K models share the card: K processes (a row's workers) against K threads of one
   # process on their own CUDA streams, against one alone

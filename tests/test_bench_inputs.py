@@ -26,6 +26,7 @@ BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
                  "use --device cpu", marks=pytest.mark.skipif(
                      torch.cuda.is_available(), reason="a CUDA GPU is visible")),
     ("bench_snell_eval.py", ["--data-dir", "no/such/folder"], "--data-dir"),
+    ("bench_snell_agreement.py", ["--profile"], "add --train-steps-only"),
     ("bench_snell_sharing.py", ["--copies", "1"], "--copies must be an integer >= 2"),
     ("bench_snell_sharing.py", ["--ways", "threads,mps"], "--ways must name some of"),
     ("bench_fixed_focus.py", ["--m", "1"], "must be an integer >= 2"),
