@@ -235,8 +235,8 @@ def _run(task, config, seeds, first_seed, heads, pool, out_dir, resume, progress
          pool_seed=None, head_pool=None):
     extra = {}
     ckpt = os.path.join(out_dir, "checkpoints", "train.ckpt") if out_dir else None
-    if resume and ckpt:            # a damaged checkpoint is refused before the head screening
-        read_checkpoint(ckpt)                             # (train_runs warns of .prev)
+    if resume and ckpt and task == "multihead":    # a damaged checkpoint is refused before
+        read_checkpoint(ckpt)     # the head screening (train_runs reads it, and warns of .prev)
     if task == "keyword":
         config = replace(config, uniform=True)
     if task == "multihead":
