@@ -60,7 +60,7 @@ def _step_parts(task, c, device):
     split = SplitTensors(task, task.train_src, task.train_tgt, device)
     state = {}
 
-    def batch(step):
+    def batch(step):          # zeroes the gradients too (the loop does so before backward)
         opt.zero_grad()
         state["batch"] = split.batch(batch_indices(step, c.batch_size, len(split), c.seed))
 
