@@ -47,18 +47,13 @@ def _task(args):
 
 def _setup(args, seed, task=None):
     """(task, model, optimizer, split, config) of copy ``seed``, on ``args.device``."""
-    import torch
+    from snell_profile import build_step  # beside this file (benchmarks/)
 
-    from minimal_attn.backends.snell.batches import SplitTensors
     from minimal_attn.backends.snell.config import SeqTrainConfig
-    from minimal_attn.backends.snell.train import build_model
 
     task = task or _task(args)
     c = SeqTrainConfig(task=task.task, device=args.device).resolved()
-    torch.manual_seed(seed)
-    model = build_model(task, c).to(args.device)
-    opt = torch.optim.Adam(model.parameters(), lr=c.lr, foreach=True)
-    return task, model, opt, SplitTensors(task, task.train_src, task.train_tgt, args.device), c
+    return (task, *build_step(task, c, args.device, seed), c)
 
 
 def _train(args, seed, setup=None, barrier=None):

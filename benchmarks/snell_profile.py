@@ -50,14 +50,21 @@ def host_waits(events):
     return collections.Counter(e.name for e in events if e.name in HOST_WAITS)
 
 
-def _step_parts(task, c, device):
-    """The four parts of a training step, each a function of the step number."""
-    torch.manual_seed(c.seed)
+def build_step(task, c, device, seed):
+    """(model, Adam, training split on ``device``) of a model of config ``c`` seeded with
+    ``seed``, as :func:`~minimal_attn.backends.snell.train.train_seq` builds them (also the
+    copies of ``bench_snell_sharing.py``)."""
+    torch.manual_seed(seed)
     model = build_model(task, c).to(device)
     model.train()
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=c.lr,
                            foreach=True)
-    split = SplitTensors(task, task.train_src, task.train_tgt, device)
+    return model, opt, SplitTensors(task, task.train_src, task.train_tgt, device)
+
+
+def _step_parts(task, c, device):
+    """The four parts of a training step, each a function of the step number."""
+    model, opt, split = build_step(task, c, device, c.seed)
     state = {}
 
     def batch(step):          # zeroes the gradients too (the loop does so before backward)
