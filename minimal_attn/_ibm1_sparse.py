@@ -21,7 +21,7 @@ import itertools
 import numpy as np
 
 from minimal_attn._xp import bincount, get_xp
-from minimal_attn.errors import InputError
+from minimal_attn.errors import InputError, check_ids
 
 
 def _flatten(seqs, n_vocab, side):
@@ -34,10 +34,7 @@ def _flatten(seqs, n_vocab, side):
     else:                                               # lists of ints
         flat = np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int64,
                            count=int(lengths.sum()))
-    if flat.size and (flat.min() < 0 or flat.max() >= n_vocab):
-        raise InputError(f"{side} ids must lie in [0, {n_vocab}); got "
-                         f"{int(flat.min())}..{int(flat.max())}")
-    return flat, lengths
+    return check_ids(flat, n_vocab, side), lengths
 
 
 def _sort_links(key, tok, n_tok):

@@ -22,6 +22,7 @@ import numpy as np
 
 from minimal_attn._numerics import log_softmax
 from minimal_attn._xp import get_xp, like, to_numpy
+from minimal_attn.errors import check_ids
 
 #: NumPy Adam works through the rows in blocks of about this size, which stay in cache
 #: across its dozen elementwise passes (a whole (|I|, d) table goes to memory and back
@@ -38,7 +39,7 @@ def _gather(ids, lengths, idx):
     return ids[np.repeat(starts[idx], n) + within], n
 
 
-def batch_maker(src, tgt):
+def batch_maker(src, tgt, n_src=None, n_tgt=None):
     """``f(order, batch_size, ref=None)``: the minibatches of one pass over the pairs in
     ``order``, batch k the pairs ``order[k*batch_size:(k+1)*batch_size]`` and equal to
     ``make_batch`` of them.
@@ -51,7 +52,7 @@ def batch_maker(src, tgt):
     """
     from minimal_attn.proxy import Batch, make_batch
 
-    whole = make_batch(src, tgt)
+    whole = make_batch(src, tgt, n_src, n_tgt)
     L, T = (np.bincount(p, minlength=whole.n_pairs).astype(np.int64)
             for p in (whole.src_pair, whole.tgt_pair))
 
@@ -160,6 +161,8 @@ def _beta_px_group(params, xp, xs, ys, L, T):
         return [np.zeros((t_n, l_n)) for t_n, l_n in zip(T, L)]
     x_all = np.concatenate([np.asarray(x, dtype=np.int64) for x in xs])   # (sum L,)
     y_all = np.concatenate([np.asarray(y, dtype=np.int64) for y in ys])   # (sum T,)
+    check_ids(x_all, e.shape[0], "source")
+    check_ids(y_all, W.shape[0], "target")
     words, word_of = np.unique(x_all, return_inverse=True)
     # (words, |O|): Snell Eq. (6) once per distinct word
     logp = log_softmax(xp.take(e, like(xp, words, W), axis=0) @ W.T)

@@ -9,6 +9,8 @@ import math
 import numbers
 import os
 
+import numpy as np
+
 from minimal_attn import PARADIGMS
 
 #: Aliases accepted at the CLI edge only; the library speaks the canonical names.
@@ -72,6 +74,17 @@ def check_positive(name, value, param=None):
     if not (math.isfinite(value) and value > 0):
         raise InputError(f"{name} must be a finite number > 0, got {value}", param=param)
     return value
+
+
+def check_ids(ids, n_vocab, side, param=None):
+    """Require integer word ids in [0, n_vocab) (a NumPy array or a list; device arrays are
+    read back by the caller). An id past the table would read another word's entry through
+    a flat index, and a negative one would wrap around, instead of failing."""
+    flat = np.asarray(ids).reshape(-1)
+    if flat.size and (flat.min() < 0 or flat.max() >= n_vocab):
+        raise InputError(f"{side} ids must lie in [0, {n_vocab}); got "
+                         f"{int(flat.min())}..{int(flat.max())}", param=param)
+    return ids
 
 
 def check_folder(path, what="data folder", param="data_dir", hint=None):

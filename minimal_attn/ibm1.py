@@ -31,7 +31,7 @@ import numpy as np
 
 from minimal_attn._ibm1_sparse import _flatten, build_links, e_step, log_likelihood, m_step
 from minimal_attn._xp import get_xp, like, namespace, to_numpy
-from minimal_attn.errors import InputError, check_int_at_least
+from minimal_attn.errors import InputError, check_ids, check_int_at_least
 
 NULL_WORD = "<NULL>"
 
@@ -87,6 +87,8 @@ def beta_ibm(trans, x, y):
         x, y = like(xp, x, trans.prob), like(xp, y, trans.prob)
         return trans.lookup(x[None, :], y[:, None])
     xp = get_xp(trans)
+    check_ids(to_numpy(x), trans.shape[0], "source")
+    check_ids(to_numpy(y), trans.shape[1], "target")
     x, y = like(xp, x, trans), like(xp, y, trans)
     return xp.take(xp.take(trans, x, axis=0), y, axis=1).T                # Snell Eq. (18)
 
@@ -166,10 +168,12 @@ class IBM1Model:
     def to_dense(self):
         """The table as a dense array, shape (|I| (+1 with NULL), |O|).
 
-        The rows of source words that co-occur with a target word sum to 1; a pair that
-        never co-occurred is 0, and so is the whole row of a word that meets no target
-        word (as :func:`trans_from_counts`, Snell Eq. (17); :func:`train_ibm1_dense`
-        leaves such a row at its uniform start instead, which EM never updates).
+        After one EM iteration or more, the rows of source words that co-occur with a
+        target word sum to 1 (with ``iterations=0`` the co-occurring cells hold the uniform
+        start 1/|O|, so a row sums to less); a pair that never co-occurred is 0, and so is
+        the whole row of a word that meets no target word (as :func:`trans_from_counts`,
+        Snell Eq. (17); :func:`train_ibm1_dense` leaves such a row at its uniform start
+        instead, which EM never updates).
 
         Filled on the host (the array API has no scatter), returned in the table's namespace.
         """
@@ -178,7 +182,12 @@ class IBM1Model:
         return like(get_xp(self.prob), out, self.prob)
 
     def lookup(self, src_ids, tgt_ids):
-        """t(tgt | src) for broadcastable id arrays; 0 where the words never co-occurred."""
+        """t(tgt | src) for broadcastable id arrays; 0 where the words never co-occurred.
+
+        Ids out of range are refused: the flat key src * |O| + tgt of ``tgt >= |O|`` is
+        another cell's."""
+        check_ids(to_numpy(src_ids), self.n_src + int(self.null), "source")
+        check_ids(to_numpy(tgt_ids), self.n_tgt, "target")
         xp = get_xp(self.prob)
         if self._keys is None:                   # cells are sorted by (src, tgt) by build_links
             self._keys = self.cell_src * self.n_tgt + self.cell_tgt

@@ -36,8 +36,8 @@ from typing import NamedTuple
 import numpy as np
 
 from minimal_attn import _proxy_fast
-from minimal_attn._xp import get_xp, like, scatter_add_rows
-from minimal_attn.errors import InputError, check_int_at_least, check_positive
+from minimal_attn._xp import get_xp, like, scatter_add_rows, to_numpy
+from minimal_attn.errors import InputError, check_ids, check_int_at_least, check_positive
 from minimal_attn.ibm1 import count_table
 from minimal_attn.losses import log_softmax
 
@@ -72,8 +72,9 @@ def proxy_bytes(n_src, n_tgt, n_val, d, batch_size):
     return 8 * (6 * (n_src + n_tgt) * d + 3 * (batch_size + n_val) * (n_tgt + d))
 
 
-def make_batch(src, tgt):
-    """Flatten lists of id arrays into a :class:`Batch` (pairs with an empty source are invalid)."""
+def make_batch(src, tgt, n_src=None, n_tgt=None):
+    """Flatten lists of id arrays into a :class:`Batch` (pairs with an empty source are
+    invalid; with ``n_src``, ``n_tgt`` the ids are checked to lie in the vocabularies)."""
     L = np.array([len(s) for s in src], dtype=np.int64)
     T = np.array([len(t) for t in tgt], dtype=np.int64)
     if len(L) != len(T):
@@ -86,7 +87,12 @@ def make_batch(src, tgt):
                 if len(seqs) else np.zeros(0, dtype=np.int64))
 
     src_pair = np.repeat(np.arange(len(L)), L)
-    return Batch(cat(src), src_pair, 1.0 / L[src_pair], cat(tgt),
+    flat_src, flat_tgt = cat(src), cat(tgt)
+    if n_src is not None:
+        check_ids(flat_src, n_src, "source")
+    if n_tgt is not None:
+        check_ids(flat_tgt, n_tgt, "target")
+    return Batch(flat_src, src_pair, 1.0 / L[src_pair], flat_tgt,
                  np.repeat(np.arange(len(T)), T), len(L))
 
 
@@ -149,6 +155,8 @@ def beta_px(params, x, y):
     array, shape (T, L)
     """
     W, e = params["W"], params["e"]
+    check_ids(to_numpy(x), e.shape[0], "source")
+    check_ids(to_numpy(y), W.shape[0], "target")
     xp = get_xp(W, e)
     logp = log_softmax(xp.take(e, like(xp, x, W), axis=0) @ W.T)       # (L, |O|)
     return xp.exp(xp.take(logp, like(xp, y, W), axis=1)).T            # (T, L), Snell Eq. (6)
@@ -206,10 +214,11 @@ def train_proxy(src, tgt, n_src, n_tgt, config=None, val=None, callback=None, li
         params = {k: like(get_xp(like_array), v, like_array) for k, v in params.items()}
     n_words = max(sum(len(t) for t in tgt), 1)
     ref = params["W"] if like_array is not None else None      # the device the batches go to
-    val_batch = _proxy_fast.on_device(make_batch(*val), ref) if val is not None else None
+    val_batch = (_proxy_fast.on_device(make_batch(*val, n_src, n_tgt), ref)
+                 if val is not None else None)
     val_words = max(sum(len(t) for t in val[1]), 1) if val is not None else 1
     best, best_loss, state, history = None, np.inf, {}, []
-    batches = _proxy_fast.batch_maker(src, tgt)   # = make_batch of each slice of the order
+    batches = _proxy_fast.batch_maker(src, tgt, n_src, n_tgt)   # = make_batch of each slice
     for epoch in range(1, cfg.epochs + 1):
         order, total = rng.permutation(len(src)), 0.0
         for batch in batches(order, cfg.batch_size, ref):

@@ -236,6 +236,19 @@ def test_sort_fallback_path_gives_same_table():
     np.testing.assert_allclose(small.entries()[2], huge.entries()[2], rtol=1e-12)
 
 
+@pytest.mark.parametrize("dense", [False, True])
+def test_probe_refuses_ids_outside_the_table(dense):
+    # the sparse table's flat key src * |O| + tgt would read cell (1, 0) for (0, 2)
+    m = ibm1.train_ibm1([np.array([0]), np.array([1])], [np.array([1]), np.array([0])],
+                        2, 2, iterations=1, null=False)
+    table = m.to_dense() if dense else m
+    for x, y in [([0], [2]), ([-1], [0]), ([2], [0]), ([0], [-1])]:
+        with pytest.raises(InputError, match="ids must lie in"):
+            ibm1.beta_ibm(table, np.array(x), np.array(y))
+    np.testing.assert_array_equal(ibm1.beta_ibm(table, np.array([0, 1]), np.array([1, 0])),
+                                  [[1.0, 0.0], [0.0, 1.0]])
+
+
 def test_build_links_rejects_bad_input():
     with pytest.raises(InputError, match="ids must lie"):
         ibm1.build_links([np.array([0, 5])], [np.array([0])], 3, 2)

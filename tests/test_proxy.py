@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minimal_attn import ibm1, proxy
+from minimal_attn import _proxy_fast, ibm1, proxy
 from minimal_attn.errors import InputError
 
 
@@ -173,6 +173,20 @@ def test_bad_inputs():
                           proxy.ProxyConfig(optimizer="rmsprop"))
     with pytest.raises(InputError, match="lr"):
         proxy.train_proxy([np.array([0])], [np.array([0])], 1, 2, proxy.ProxyConfig(lr=-1.0))
+
+
+@pytest.mark.parametrize("x, y, side", [([-1], [0], "source"), ([2], [0], "source"),
+                                        ([0], [3], "target"), ([0], [-1], "target")])
+def test_ids_outside_the_vocabularies_are_refused(x, y, side):
+    # a negative id would wrap around to the last word instead of failing
+    params = proxy.init_params(2, 3, 4, np.random.default_rng(0))
+    with pytest.raises(InputError, match=f"{side} ids must lie in"):
+        proxy.beta_px(params, np.array(x), np.array(y))
+    with pytest.raises(InputError, match=f"{side} ids must lie in"):
+        _proxy_fast.beta_px_rows(params, [np.array([0, 1]), np.array(x)],
+                                 [np.array([0]), np.array(y)])
+    with pytest.raises(InputError, match=f"{side} ids must lie in"):
+        proxy.train_proxy([np.array(x)], [np.array(y)], 2, 3, proxy.ProxyConfig(epochs=1))
 
 
 def test_a_saturated_label_keeps_its_gradient():
