@@ -130,6 +130,9 @@ def ha_from_log_lik(scores, log_lik, weight=None, focus_grad=True):
     xp = get_xp(scores, log_lik)
     w = batch_weights(xp, log_lik.shape[-2], weight, log_lik)               # (N,)
     a = attention(scores)                                              # (N, m)
+    # a segment with a_j = 0 (score -inf) adds exactly 0, never 0 * -inf = NaN, even
+    # where its label log-likelihood is -inf
+    log_lik = xp.where(a > 0, log_lik, xp.zeros_like(log_lik))
     loss = -xp.sum(w * xp.sum(a * log_lik, axis=-1), axis=-1)
     # backward
     dscores = (w[:, None] * softmax_backward(a, -log_lik)              # V&R Eq. (10)

@@ -59,6 +59,20 @@ def test_extreme_logits_exact_values():
     assert losses.loss_sa(logits, np.array([0])) == pytest.approx(0.0, abs=1e-300)
 
 
+@pytest.mark.parametrize("paradigm", ["ha", "lv"])
+def test_an_unattended_segment_with_an_impossible_label_adds_nothing(paradigm):
+    # segment 1: attention 0 (score -inf) and label probability 0 (logit -inf). By hand the
+    # loss is the CE of segment 0 alone, log(1 + e^-1), and its logit gradient
+    # (sigma - e_y) = (-1, 1) / (1 + e); nothing reaches segment 1 or the scores
+    scores = np.array([[0.0, -np.inf]])
+    logits = np.array([[[1.0, 0.0], [-np.inf, 0.0]]])
+    value, dscores, dlogits = losses.value_and_grad(paradigm, scores, logits, np.array([0]))
+    assert value == pytest.approx(np.log1p(np.exp(-1.0)), rel=1e-12)
+    np.testing.assert_array_equal(dscores, [[0.0, 0.0]])
+    q = 1.0 / (1.0 + np.e)
+    np.testing.assert_allclose(dlogits, [[[-q, q], [0.0, 0.0]]], rtol=1e-12, atol=0)
+
+
 @given(data=st.data())
 def test_one_hot_attention_makes_paradigms_agree(data):
     n, m, d, c = (data.draw(st.integers(1, 5)), data.draw(st.integers(2, 5)),
