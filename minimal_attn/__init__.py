@@ -17,6 +17,11 @@ the command line in ``minimal_attn.cli``.
 """
 
 import importlib as _importlib
+import os as _os
+
+from minimal_attn import _checkout
+
+_checkout.install(__name__, _os.path.dirname(_os.path.abspath(__file__)))
 
 __version__ = "0.1.0"
 

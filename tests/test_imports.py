@@ -197,3 +197,36 @@ def test_every_cli_default_comes_from_the_library():
     assert [f for f in found if f not in LITERAL_DEFAULTS] == []
     assert literal_defaults('click.option("--n", "-n", default=3)\n'
                             'click.option("--m", default=D.m)\n') == [("--n", 3)]
+
+
+def test_a_checkout_run_from_its_root_finds_backends_and_cli():
+    # after `pip install .`, Python started in the checkout reads its minimal_attn/, which
+    # lacks backends/ and cli/; -S leaves out site-packages (and an editable install's
+    # finder), so only the checkout can answer
+    code = ("import importlib.util as u; "
+            "print([u.find_spec(n).origin for n in ('minimal_attn.backends', 'minimal_attn.cli')])")
+    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
+                         cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str([str(ROOT / "backends" / "__init__.py"),
+                                      str(ROOT / "cli" / "__init__.py")])
+
+
+def test_an_installed_package_gets_no_checkout_finder(tmp_path, monkeypatch):
+    from minimal_attn import _checkout
+
+    for name in ("pkg/backends", "pkg/cli", "backends", "cli"):   # installed: inside pkg/
+        (tmp_path / name).mkdir(parents=True)
+        (tmp_path / name / "__init__.py").write_text("")
+    monkeypatch.setattr(sys, "meta_path", [])
+    _checkout.install("pkg", str(tmp_path / "pkg"))
+    assert sys.meta_path == []
+    for name in ("backends", "cli"):                               # a checkout: beside it
+        (tmp_path / "pkg" / name / "__init__.py").unlink()
+        (tmp_path / "pkg" / name).rmdir()
+    _checkout.install("pkg", str(tmp_path / "pkg"))
+    _checkout.install("pkg", str(tmp_path / "pkg"))                # once
+    assert [type(f) for f in sys.meta_path] == [_checkout.CheckoutFinder]
+    spec = sys.meta_path[0].find_spec("pkg.cli")
+    assert spec.origin == str(tmp_path / "cli" / "__init__.py")
+    assert sys.meta_path[0].find_spec("pkg.other") is None
