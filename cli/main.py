@@ -53,6 +53,17 @@ SECTIONS = {
 COMMANDS = {name: target for section in SECTIONS.values()
             for name, (target, _) in section.items()}
 
+#: Optional packages a command may import when it runs -> how to install them. A command
+#: that finds one missing ends in one line saying so, not in an import traceback.
+OPTIONAL_PACKAGES = {
+    "torch": "pip install torch==2.13.0 (the CPU build; an unpinned torch pulls CUDA)",
+    "cupy": "pip install \".[cupy]\" on a machine with an NVIDIA GPU",
+    "ray": "pip install \".[ray]\"",
+    "submitit": "pip install \".[slurm]\"",
+    "sentencepiece": "pip install \".[text]\"",
+    "sacrebleu": "pip install \".[text]\"",
+}
+
 
 class AttnDynGroup(click.Group):
     """A group that loads subcommands lazily and keeps errors to one line."""
@@ -95,6 +106,13 @@ class AttnDynGroup(click.Group):
             _fail(exc.format_message(), exc.exit_code)
         except InputError as exc:
             _fail(_as_option(exc, getattr(self, "running", None)), 2)
+        except ModuleNotFoundError as exc:
+            package = (exc.name or "").split(".")[0]
+            if package not in OPTIONAL_PACKAGES:
+                raise
+            name = getattr(getattr(self, "running", None), "name", None) or "this command"
+            _fail(f"{name} needs {package}, which is not installed: "
+                  f"{OPTIONAL_PACKAGES[package]}", 2)
         except (_StoppedError, KeyboardInterrupt):
             _interrupted(term["received"])
         except click.Abort as exc:
