@@ -290,3 +290,12 @@ def test_unknown_paradigm_is_refused():
 
     with pytest.raises(InputError, match="paradigm"):
         al.token_loss("xx", torch.zeros(1, 2), torch.zeros(1, 2))
+
+
+def test_chunks_are_smaller_off_the_gpu():
+    # 1 KiB per token: a CUDA chunk holds CHUNK_BYTES of it, a CPU chunk CPU_CHUNK_BYTES
+    assert al.chunk_size(256, 4, device="cuda") == al.CHUNK_BYTES // 1024
+    assert al.chunk_size(256, 4, device=torch.device("cpu")) == al.CPU_CHUNK_BYTES // 1024
+    assert al.chunk_size(256, 4) == al.CPU_CHUNK_BYTES // 1024
+    assert al.chunk_size(256, 4, budget=4096, device="cuda") == 4
+    assert al.chunk_size(10 ** 9, 8) == 1                      # never below one token

@@ -188,7 +188,7 @@ def map_positions(params, h, s, fn, *per_t):
     def output(z):                                                           # (S, B, T, L, K)
         return torch.einsum("sbtlk,skv->sbtlv", z, W2) + params["N_b2"][:, None, None]
     S, B, L = h.shape[:3]
-    chunk = chunk_size(S * B * L * (W2.shape[1] + W2.shape[2]), h.element_size())
+    chunk = chunk_size(S * B * L * (W2.shape[1] + W2.shape[2]), h.element_size(), device=h.device)
     return over_target_chunks(lambda s_c, *a: fn(position_logp(h_in, s_c, output), *a),
                               (s_in,) + tuple(per_t), 2, chunk)
 

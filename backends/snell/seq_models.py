@@ -198,7 +198,8 @@ class Seq2Seq(nn.Module):
         Wc, Ws = self.N1.weight[:, :H], self.N1.weight[:, H:]            # split [c, s] -> hidden
         h_in, s_in = h @ Wc.T, s @ Ws.T + self.N1.bias                    # (B, L, K), (B, T, K)
         B, L = h.shape[:2]
-        chunk = chunk_size(B * L * (self.N2.out_features + Wc.shape[0]), h.element_size())
+        chunk = chunk_size(B * L * (self.N2.out_features + Wc.shape[0]), h.element_size(),
+                           device=h.device)
         return over_target_chunks(lambda s_c, *a: fn(position_logp(h_in, s_c, self.N2), *a),
                                   (s_in,) + tuple(per_t), 1, chunk)
 
