@@ -71,6 +71,8 @@ def test_default_runs_both_figure4_settings(tmp_path):
     (["--t-eval", "a,b"], "--t-eval"),
     (["--m", "abc"], "--m"),
     (["--lr", "0"], "--lr"),
+    (["--simulate", "--lr", "1e300"], "would take no step"),     # t_max 100 / lr: 0 steps
+    (["--simulate", "--lr", "250", "--t-max", "100"], "lower --lr or raise --t-max"),
 ])
 def test_bad_input_exits_2_with_one_line(args, message, tmp_path):
     out = tmp_path / "out"

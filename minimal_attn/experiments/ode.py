@@ -90,6 +90,11 @@ def validate(cfg):
     runs = settings(cfg)
     if cfg.simulate:
         steps = sum(round(_t_end(s, cfg.t_eval) / cfg.lr) for s in runs) * len(cfg.paradigms)
+        short = min(_t_end(s, cfg.t_eval) for s in runs)
+        if round(short / cfg.lr) < 1:
+            raise InputError(f"a simulation step of lr {cfg.lr:g} is longer than the time "
+                             f"horizon {short:g}, so gradient descent would take no step; "
+                             "lower lr or raise t_max", param=("lr", "t_max"))
         if steps > MAX_STEPS:
             raise InputError(f"simulating would take {steps:.3g} gradient steps (limit "
                              f"{MAX_STEPS:.0e}); lower t_max or t_eval, or raise lr",
