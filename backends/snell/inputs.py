@@ -56,9 +56,12 @@ def load_embeddings(model, path, itos, log=None):
     weight, index, found = model.embed.weight, {w: i for i, w in enumerate(itos)}, 0
     width = weight.shape[1]
     check_embeddings(path, width)
+    odd = []                  # words of lines of another width (GloVe has words with spaces)
     try:
         for word, values in _vectors(path):
-            if word in index and len(values) == width:
+            if len(values) != width:
+                odd.append(word)
+            elif word in index:
                 vector = [float(v) for v in values]
                 if not all(math.isfinite(v) for v in vector):
                     raise InputError(f"embeddings {path}: the vector of {word!r} holds a "
@@ -72,6 +75,9 @@ def load_embeddings(model, path, itos, log=None):
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise InputError(f"cannot read embeddings {path}: {exc}; give a GloVe text file "
                          "whose width equals the embedding width", param="embeddings") from None
+    if odd and log is not None:
+        log(f"warning: skipped {len(odd)} line(s) of {path} whose vector is not {width} "
+            f"wide (the first: {odd[0]!r})")
     if not found and log is not None:
         log(f"warning: no word of the vocabulary has a vector in {path}; "
             "the embeddings stay random")

@@ -245,6 +245,10 @@ def encode_splits(data, min_count=2, max_len=None):
     encoded : dict split -> Encoded
     """
     words = Vocab.build(data.splits["train"].tokens, min_count=min_count)
+    if len(words) == 1:                                     # <unk> alone
+        raise InputError(f"no word occurs min_count = {min_count} times in the training "
+                         "posts, so every word would be <unk>; lower min_count",
+                         param="min_count")
     vocab = Vocab([PAD] + words.itos)
     encoded = {}
     for name, posts in data.splits.items():
