@@ -299,3 +299,26 @@ def test_chunks_are_smaller_off_the_gpu():
     assert al.chunk_size(256, 4) == al.CPU_CHUNK_BYTES // 1024
     assert al.chunk_size(256, 4, budget=4096, device="cuda") == 4
     assert al.chunk_size(10 ** 9, 8) == 1                      # never below one token
+
+
+@pytest.mark.parametrize("rule", ["ha", "lv"])
+@pytest.mark.parametrize("budget", [None, 2_000])                 # one chunk, or several
+def test_evaluation_pass_gives_the_training_loss_and_the_rules_accuracy(rule, budget,
+                                                                        monkeypatch):
+    if budget is not None:
+        monkeypatch.setattr(al, "CHUNK_BYTES", budget)
+    params = bl.init_seq2seq([0, 1], [[0], [1]], 7, 4, dtype=torch.float64)
+    src = torch.randint(1, 7, (2, 5, 6), generator=torch.Generator().manual_seed(3))
+    tgt = src.flip(-1)
+    loss_train, _ = bl.seq2seq_loss(params, src, tgt, paradigm=rule)
+    with torch.no_grad():
+        loss_eval, acc = bl.seq2seq_loss(params, src, tgt, paradigm=rule)
+        # the reference: the whole (S, B, T, L, V) at once, then V&R's inference rule
+        tgt_in = torch.cat([torch.zeros_like(tgt[..., :1]), tgt[..., :-1]], dim=-1)
+        h, s = bl._states(params, src, tgt_in)
+        log_alpha = bl.log_attention(s, params["W_att"], h)
+        logp = bl.map_positions(params, h, s, lambda lp: lp)
+        pred = al.infer(rule, log_alpha, logp).argmax(-1)
+    torch.testing.assert_close(loss_eval, loss_train.detach(), rtol=1e-12, atol=0)
+    torch.testing.assert_close(acc, (pred == tgt).double().mean(dim=(1, 2)), rtol=0, atol=0)
+    assert not torch.isnan(acc).any()

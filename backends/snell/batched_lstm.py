@@ -237,14 +237,18 @@ def _paradigm_loss(params, src, tgt, tgt_in, uniform, rule):
         return seq2seq_loss(params, src, tgt, uniform)
     h, s = _states(params, src, tgt_in)
     log_alpha = log_attention(s, params["W_att"], h, uniform)                # (S, B, T, L)
-    log_lik = map_positions(params, h, s, pick, tgt)                         # (S, B, T, L)
-    loss = token_loss(rule, log_alpha, log_lik).sum(-1).mean(-1)             # (S,)
     if torch.is_grad_enabled():     # a training step reads only the loss: skip the inference
+        log_lik = map_positions(params, h, s, pick, tgt)                     # (S, B, T, L)
+        loss = token_loss(rule, log_alpha, log_lik).sum(-1).mean(-1)         # (S,)
         return loss, torch.full_like(loss, float("nan"), dtype=torch.float64)
-    with torch.no_grad():     # V&R Sec. 2.3 inference: argmax position (HA) or mixture (LV)
-        pred = map_positions(params, h.detach(), s.detach(),
-                             lambda lp, la: infer(rule, la, lp).argmax(-1), log_alpha.detach())
-        acc = (pred == tgt).double().mean(dim=(1, 2))
+
+    def both(lp, y, la):      # the label's log-likelihoods and, as one more column, the
+        # prediction of V&R Sec. 2.3's inference: argmax position (HA) or mixture (LV)
+        pred = infer(rule, la, lp).argmax(-1, keepdim=True).to(lp.dtype)     # ids < 2^24
+        return torch.cat([pick(lp, y), pred], -1)                            # (S, B, T_c, L + 1)
+    out = map_positions(params, h, s, both, tgt, log_alpha)    # one pass over the positions
+    loss = token_loss(rule, log_alpha, out[..., :-1]).sum(-1).mean(-1)       # (S,)
+    acc = (out[..., -1].long() == tgt).double().mean(dim=(1, 2))
     return loss, acc
 
 
