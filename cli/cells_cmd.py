@@ -7,6 +7,7 @@ records (:func:`minimal_attn.experiments.results_store.write_report`).
 """
 
 import json
+import os
 import sys
 
 import click
@@ -22,6 +23,8 @@ from minimal_attn.cli.options import (
 from minimal_attn.experiments import cell_costs as costs
 from minimal_attn.experiments import cell_views
 from minimal_attn.experiments import cells as lib
+from minimal_attn.experiments.io import check_output_dir
+from minimal_attn.experiments.plots._base import check_figure_path
 from minimal_attn.experiments.results_store import code_source, read_cells, write_report
 from minimal_attn.experiments.train_loop import COMPILE_MODES, CONV_MODES
 
@@ -128,6 +131,11 @@ def run_cells(names, data_root, results_dir, work, device, time_limit, compile_m
     """
     for name in names:
         lib.get_cell(name)                       # refuse an unknown name before any work
+    # and folders that cannot be written, before any cell trains. The params are the
+    # options' own words: an error raised inside a `cells` subcommand is mapped to options
+    # through the group's parameters, so results_dir would read --results-dir
+    check_output_dir(os.path.join(results_dir, "cells"), param="results")
+    check_output_dir(work, param="work")
     source = code_source()      # this process runs the code it loaded now, for every cell
     on_interrupt(lambda: resume_note(work))     # the same command continues from checkpoints
     for name in names:
@@ -159,6 +167,7 @@ def plot(names, work, path, title):
     (Snell Fig. 3). Name the parts of a cell (permute-copy@1 permute-copy@2) to draw
     all its seeds.
     """
+    check_figure_path(path, param="out")       # (the library's check names its ``path``)
     cell_views.plot_cells(names, work, path, title)
     click.echo(f"wrote {path}")
 
@@ -201,6 +210,7 @@ def import_cells(source, results_dir):
     """
     from minimal_attn.experiments.results_import import import_records
 
+    check_output_dir(os.path.join(results_dir, "cells"), param="results")
     for name, what in import_records(source, results_dir):
         click.echo(f"{name}: {what}")
     click.echo("next: attn-dyn cells report")

@@ -27,8 +27,13 @@ def plot_cells(names, work_root, path, title=None):
     Synthetic cells and parts: test accuracy against step, one curve per seed and
     condition (``<name>/results.json``; Snell Fig. 3), so the parts of a cell draw it
     whole. ``title`` None: "Training curves (mean over seeds)", or the first cell's.
+    ``path`` ends in .png, .pdf or .svg (checked, with the folder, before anything is
+    read).
     """
+    from minimal_attn.experiments.plots._base import check_figure_path
+
     kinds = {get_cell(name).kind for name in names}
+    check_figure_path(path, param="path")
     if kinds == {"synthetic"}:
         return _plot_synthetic(names, work_root, path, title)
     if kinds != {"table1"}:
@@ -64,9 +69,8 @@ def _plot_synthetic(names, work_root, path, title):
     seeds = []
     for name in names:
         source = _run_file(work_root, name, "results.json")
-        out = load_guarded(source, read_json, lambda o: None if isinstance(o, dict) and
-                           "conditions" in o else "not a synthetic results.json",
-                           what="results", fix="rerun the cell to rewrite it", prev=False)
+        out = load_guarded(source, read_json, _synthetic_problem, what="results",
+                           fix="rerun the cell to rewrite it", prev=False)
         seeds += [s for c in out["conditions"].values() for s in c["seeds"]]
     cell = get_cell(names[0])
     plot_synthetic_curves(seeds, path, title or (cell.part or {}).get("title", cell.title))
@@ -81,10 +85,34 @@ def _run_file(work_root, name, file):
     return source
 
 
+def _synthetic_problem(out):
+    """Why ``out`` is not a synthetic cell's results.json as the figure reads it, or None."""
+    if not isinstance(out, dict) or not isinstance(out.get("conditions"), dict) or not all(
+            isinstance(c, dict) and isinstance(c.get("seeds"), list) and all(
+                isinstance(s, dict) and all(k in s for k in ("condition", "step", "accuracy"))
+                for s in c["seeds"]) for c in out["conditions"].values()):
+        return "not a synthetic results.json (conditions with their seeds' curves)"
+    return None
+
+
+#: The numbers of a history line the Table 1 curves draw (None where not scored).
+CURVES = ("mean_a_z", "loss", "test_accuracy", "test_saif")
+
+
 def _read_lines(source):
-    with open(source) as f:
-        try:
-            return [json.loads(line) for line in f if line.strip()]
-        except json.JSONDecodeError as err:
-            raise InputError(f"{source} is not JSON lines ({err}); rerun the cell "
-                             "to rewrite it") from None
+    """The epoch records of a Table 1 run's ``history.jsonl``: one JSON object a line,
+    each with its integer ``epoch`` and numbers (or null) for :data:`CURVES`."""
+    try:
+        with open(source, encoding="utf-8") as f:
+            lines = [json.loads(line) for line in f if line.strip()]
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        why = "not UTF-8 text" if isinstance(err, UnicodeDecodeError) else str(err)
+        raise InputError(f"{source} is not JSON lines ({why}); rerun the cell "
+                         "to rewrite it") from None
+    for number, line in enumerate(lines, 1):
+        if not isinstance(line, dict) or type(line.get("epoch")) is not int or not all(
+                line.get(k) is None or type(line[k]) in (int, float) for k in CURVES):
+            raise InputError(f"{source} is not a training history (record {number} is not "
+                             "an object with an integer epoch and numbers for "
+                             f"{', '.join(CURVES)}); rerun the cell to rewrite it")
+    return lines

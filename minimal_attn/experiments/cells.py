@@ -16,7 +16,6 @@ of each on a card, and :mod:`.cell_views` reads a run folder back (curves, seen 
 unseen test images).
 """
 
-import json
 import os
 import time
 from dataclasses import replace
@@ -24,16 +23,28 @@ from dataclasses import replace
 from minimal_attn.errors import InputError
 from minimal_attn.experiments import cell_costs, cell_parts, cell_runners
 from minimal_attn.experiments.cell_catalogue import all_cells
-from minimal_attn.experiments.results_store import code_source, provenance, write_cell
+from minimal_attn.experiments.io import check_output_dir
+from minimal_attn.experiments.results_store import (
+    cell_path,
+    code_source,
+    provenance,
+    read_record,
+    write_cell,
+)
 
 
 def get_cell(name):
     """The cell ``name``, or its part for ``NAME@k`` (:func:`part_of`)."""
-    base, index = cell_parts.split_name(name)
+    # errors about a name carry no param: the commands take NAMES as an argument, and a
+    # param "cell" printed the word cell as an option that does not exist (--cell)
+    try:
+        base, index = cell_parts.split_name(name)
+    except InputError as exc:
+        raise InputError(str(exc)) from None
     cells = all_cells()
     if base not in cells:
-        raise InputError(f"unknown cell {base!r}: `attn-dyn cells list` names them",
-                         param="cell")
+        raise InputError(f"unknown cell {base!r}: `attn-dyn cells list` names every cell "
+                         "and its parts")
     if index is not None:
         return part_of(cells[base], index)
     return cells[base]
@@ -57,10 +68,10 @@ def part_of(cell, index):
     the whole cell (Snell Sec. 5.2; :mod:`.synthetic_experiments`).
     """
     if cell.parts < 2:
-        raise InputError(f"cell {cell.name} has no parts: run it whole", param="cell")
+        raise InputError(f"cell {cell.name} has no parts: run it whole")
     if not 1 <= index <= cell.parts:
         raise InputError(f"part {index} does not exist: cell {cell.name} has parts "
-                         f"1..{cell.parts}", param="cell")
+                         f"1..{cell.parts}")
     screens = cell.settings.get("screen_parts", 0)
     pool_seed = cell.settings.get("first_seed", 0)          # the whole cell's first seed
     name = cell_parts.part_name(cell.name, index)
@@ -99,13 +110,10 @@ def parts(cell):
 
 
 def _record(name, results_dir):
-    from minimal_attn.experiments.results_store import cell_path
-
+    """The record of cell ``name`` in ``results_dir`` (checked: :func:`.results_store.
+    read_record`), or None when there is none."""
     path = cell_path(results_dir, name)
-    if not os.path.isfile(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
+    return read_record(path) if os.path.isfile(path) else None
 
 
 def finished(name, results_dir="results"):
@@ -173,8 +181,7 @@ def inputs(cell, results_dir):
     if missing:
         raise InputError(f"cell {cell.name} reads the records of {', '.join(records)}; "
                          f"{results_dir} has no complete record of {', '.join(missing)}: "
-                         f"run (or import) {'it' if len(missing) == 1 else 'them'} first",
-                         param="cell")
+                         f"run (or import) {'it' if len(missing) == 1 else 'them'} first")
     return records
 
 
@@ -205,7 +212,8 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
     ``data_root`` holds the cell's data folder (``cell.data``: ``cifar10`` the
     subset, ``cifar10-full`` the complete CIFAR-10 as ``cifar-10-batches-py``,
     ``hatexplain``, ``sst2``, ``multi30k``). The run's own files (checkpoints,
-    histories, figures) go to ``work_root/<name>``, and a rerun resumes there.
+    histories, figures) go to ``work_root/<name>``, and a rerun resumes there. Both
+    ``results_dir`` and ``work_root`` are checked writable before anything runs.
     """
     cell = get_cell(name)
     runner = cell.settings["runner"]
@@ -221,6 +229,8 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
         if value != unset and runner not in takes[key][1]:
             raise InputError(f"{key} applies to {takes[key][0]}, not to cell {name}: drop it",
                              param=key)
+    check_output_dir(os.path.join(results_dir, "cells"), param="results_dir")
+    check_output_dir(work_root, param="work_root")
     folder = data_dir(cell, data_root)
     work = os.path.join(work_root, name)
     given = inputs(cell, results_dir)        # refused before anything runs
@@ -237,7 +247,7 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
                                        source=source)}
     if cell.part is not None:
         record["part"] = dict(cell.part)
-    write_cell(results_dir, record)
+    write_cell(results_dir, record, param="results_dir")
     return record
 
 

@@ -4,19 +4,29 @@ A GPU job hands its records back as ``cells_results.tar.gz`` (benchmarks/gpu_cel
 Unpacking it over ``results/cells`` with ``tar`` would let a record cut short by a
 time limit replace a complete record of the same cell from an earlier job.
 :func:`import_records` reads every record of the archive (or folder) first and
-refuses the whole import, writing nothing, if one of them is not a cell record;
-then it writes each record unless the store already holds a better record of that
-cell: a complete one where the incoming one is partial, or a partial one that trained
-further (more epochs or steps in all) than the incoming partial one.
+refuses the whole import, writing nothing, if one of them is not a well-formed cell
+record of the cell its file name says (:func:`.results_store.parse_record`), or if the
+store cannot be written; then it writes each record unless the store already holds a
+better record of that cell: a complete one where the incoming one is partial, or a
+partial one that trained further (more epochs or steps in all) than the incoming
+partial one.
 """
 
-import json
 import os
 import tarfile
 
 from minimal_attn.errors import InputError
 from minimal_attn.experiments.cell_parts import complete, training_done
-from minimal_attn.experiments.results_store import cell_path, check_record, write_cell
+from minimal_attn.experiments.io import check_output_dir
+from minimal_attn.experiments.results_store import (
+    cell_path,
+    parse_record,
+    read_record,
+    write_cell,
+)
+
+#: What a refused import says after naming the record.
+REFUSED = "nothing was imported; fetch the archive again"
 
 
 def _read_archive(path):
@@ -45,7 +55,8 @@ def _read_folder(path):
 
 def read_incoming(source):
     """Every cell record in ``source`` (a .tar.gz of results/cells/*.json, or a folder
-    of records), each checked; raises InputError naming the first bad one."""
+    of records), each checked (:func:`.results_store.parse_record`); raises InputError
+    naming the first bad one."""
     if not os.path.exists(source):
         raise InputError(f"{source} does not exist: give the cells_results.tar.gz a GPU "
                          "job returned, or a folder of cell records", param="source")
@@ -53,20 +64,9 @@ def read_incoming(source):
     if not raw:
         raise InputError(f"{source} holds no cell records (results/cells/*.json)",
                          param="source")
-    records = []
-    for where, data in raw:
-        try:
-            record = json.loads(data)
-        except ValueError:
-            raise InputError(f"{where} is not JSON: nothing was imported; fetch the "
-                             "archive again", param="source") from None
-        check_record(record, where)
-        if os.path.basename(where.split(":")[-1]) != f"{record['cell']}.json":
-            raise InputError(f"{where} holds the record of cell {record['cell']!r}: nothing "
-                             "was imported; rename it or fetch the archive again",
-                             param="source")
-        records.append(record)
-    return records
+    # where: the file, or ARCHIVE:MEMBER whose member sits in a folder cells/
+    return [parse_record(data, where, os.path.basename(where)[:-len(".json")], REFUSED)
+            for where, data in raw]
 
 
 def import_records(source, results_dir="results"):
@@ -76,18 +76,20 @@ def import_records(source, results_dir="results"):
     seeds a time limit cut short), nor a partial one by a partial one that trained
     less (:func:`.cell_parts.training_done`: a short GPU job must not undo a longer one);
     otherwise the incoming record wins. Nothing is written unless every incoming
-    record reads as a cell record.
+    record reads as a cell record and the store can be written; a malformed record
+    already in the store is replaced.
     """
+    incoming = read_incoming(source)
+    check_output_dir(os.path.join(results_dir, "cells"), param="results_dir")
     done = []
-    for record in read_incoming(source):
+    for record in incoming:
         path = cell_path(results_dir, record["cell"])
-        old = None
+        old, damaged = None, False
         if os.path.isfile(path):
-            with open(path) as f:
-                try:
-                    old = json.load(f)
-                except ValueError:
-                    old = None                        # a damaged record here: replace it
+            try:
+                old = read_record(path)
+            except InputError:
+                damaged = True                        # a malformed record here: replace it
         if old is not None and complete(old) and not complete(record):
             done.append((record["cell"], "kept the complete record here (incoming is "
                                          "partial)"))
@@ -102,7 +104,9 @@ def import_records(source, results_dir="results"):
         if old == record:
             done.append((record["cell"], "unchanged"))
             continue
-        write_cell(results_dir, record)
+        write_cell(results_dir, record, param="results_dir")
         state = "partial" if not complete(record) else "complete"
-        done.append((record["cell"], ("replaced" if old is not None else "new") + f", {state}"))
+        how = "replaced" if old is not None else "replaced a malformed record" if damaged \
+            else "new"
+        done.append((record["cell"], f"{how}, {state}"))
     return done

@@ -17,7 +17,10 @@ record in ``results/cells/<name>.json`` in the repository:
 ``results/README.md``, and the paper-size ones, briefly, into the README block between
 ``<!-- results:begin -->`` and ``<!-- results:end -->``; :func:`write_report` writes
 both, and with ``check=True`` only says which of them is out of date (the test suite
-does).
+does). Every reader of the store (the tables, ``cells list``, a cell's status, ``cells
+import``) takes a record through :func:`parse_record`, which refuses one that is not
+shaped as the tables read it, or that is not the record of the cell its file names, in
+one line naming the file.
 """
 
 import datetime
@@ -31,7 +34,7 @@ import numpy as np
 
 from minimal_attn.errors import InputError
 from minimal_attn.experiments.io import atomic_open, ensure_dir
-from minimal_attn.experiments.results_tables import SCALES, render
+from minimal_attn.experiments.results_tables import SCALES, render, shape_problem
 
 FORMAT = 1
 KINDS = ("table1", "table2", "synthetic")
@@ -95,40 +98,75 @@ def cell_path(results_dir, name):
     return os.path.join(results_dir, "cells", f"{name}.json")
 
 
-def write_cell(results_dir, record):
-    """Write one cell's record atomically to ``results_dir/cells/<name>.json``."""
+def write_cell(results_dir, record, param="out"):
+    """Write one cell's record atomically to ``results_dir/cells/<name>.json``; a failure
+    to write names ``param``, the parameter that gave ``results_dir``."""
     check_record(record, "record")
     path = cell_path(results_dir, record["cell"])
-    ensure_dir(os.path.dirname(path))
-    with atomic_open(path, "w") as f:
+    ensure_dir(os.path.dirname(path), param)
+    with atomic_open(path, "w", param=param) as f:
         json.dump(record, f, indent=1, sort_keys=True)
         f.write("\n")
     return path
 
 
-def check_record(record, where):
-    """Raise InputError (one line naming ``where``) for a record that is not a cell record."""
+def check_record(record, where, fix="delete it or rerun its cell"):
+    """Raise InputError (one line naming ``where``, then ``fix``) for a record that is not
+    a cell record: not an object, a key missing, or an unknown format, kind or scale."""
     if not isinstance(record, dict):
-        raise InputError(f"{where} is not a JSON object: delete it or rerun its cell")
+        raise InputError(f"{where} is not a JSON object: {fix}")
     missing = [k for k in ("format", "cell", "kind", "scale", "title", "settings", "result",
                            "provenance") if k not in record]
     if missing:
-        raise InputError(f"{where} is not a cell record (no {', '.join(missing)}): delete "
-                         "it or rerun its cell")
+        raise InputError(f"{where} is not a cell record (no {', '.join(missing)}): {fix}")
     if record["format"] != FORMAT or record["kind"] not in KINDS or \
             record["scale"] not in SCALES:
         raise InputError(f"{where} has format {record['format']!r}, kind {record['kind']!r}, "
                          f"scale {record['scale']!r}; expected format {FORMAT}, kind one of "
-                         f"{', '.join(KINDS)}, scale one of {', '.join(SCALES)}")
+                         f"{', '.join(KINDS)}, scale one of {', '.join(SCALES)}: {fix}")
     part = record.get("part")
     if part is not None and (not isinstance(part, dict) or any(
             k not in part for k in ("of", "index", "parts", "first_seed", "seeds", "title"))):
         raise InputError(f"{where} has a malformed part entry (it needs of, index, parts, "
-                         "first_seed, seeds and title): delete it or rerun its cell part")
+                         f"first_seed, seeds and title): {fix}")
+
+
+def parse_record(data, where, name, fix="delete it or rerun its cell"):
+    """The cell record in ``data`` (the bytes of the file ``where``, which its file name
+    says is cell ``name``'s), checked as every reader of the store needs it: JSON, a cell
+    record (:func:`check_record`), shaped as the tables read it
+    (:func:`.results_tables.shape_problem`) and the record of cell ``name``. Otherwise an
+    InputError naming ``where`` and ending in ``fix``."""
+    try:
+        record = json.loads(data)
+    except ValueError as exc:          # UnicodeDecodeError too: binary bytes
+        raise InputError(f"{where} cannot be read (not JSON: {type(exc).__name__}): "
+                         f"{fix}") from None
+    check_record(record, where, fix)
+    problem = shape_problem(record)
+    if problem:
+        raise InputError(f"{where} is a malformed cell record ({problem}): {fix}")
+    if record["cell"] != name:
+        raise InputError(f"{where} holds the record of cell {record['cell']!r}, not {name!r} "
+                         f"as its file name says: {fix}")
+    return record
+
+
+def read_record(path):
+    """The record in the file ``path`` (``<results>/cells/<name>.json``), checked by
+    :func:`parse_record`."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise InputError(f"{path} cannot be read ({exc.strerror or type(exc).__name__}): "
+                         "delete it or rerun its cell") from None
+    return parse_record(data, path, os.path.basename(path)[:-len(".json")])
 
 
 def read_cells(results_dir):
-    """Every record under ``results_dir/cells`` (sorted by name), each checked."""
+    """Every record under ``results_dir/cells`` (sorted by name), each checked
+    (:func:`read_record`): one malformed record is refused in one line naming its file."""
     folder = os.path.join(results_dir, "cells")
     if not os.path.isdir(folder):
         return []
@@ -136,15 +174,7 @@ def read_cells(results_dir):
     for name in sorted(os.listdir(folder)):
         if not name.endswith(".json") or name.startswith("."):     # .tmp-*: a cut write
             continue
-        path = os.path.join(folder, name)
-        try:
-            with open(path) as f:
-                record = json.load(f)
-        except (OSError, ValueError) as exc:
-            raise InputError(f"{path} cannot be read ({type(exc).__name__}): delete it or "
-                             "rerun its cell") from None
-        check_record(record, path)
-        records.append(record)
+        records.append(read_record(os.path.join(folder, name)))
     return records
 
 
