@@ -131,9 +131,8 @@ def run_cells(names, data_root, results_dir, work, device, time_limit, compile_m
     """
     for name in names:
         lib.get_cell(name)                       # refuse an unknown name before any work
-    # and folders that cannot be written, before any cell trains. The params are the
-    # options' own words: an error raised inside a `cells` subcommand is mapped to options
-    # through the group's parameters, so results_dir would read --results-dir
+    # and folders that cannot be written, before any cell trains (run_cell checks them
+    # too, naming its own parameters: work_root is this command's --work)
     check_output_dir(os.path.join(results_dir, "cells"), param="results")
     check_output_dir(work, param="work")
     source = code_source()      # this process runs the code it loaded now, for every cell

@@ -166,8 +166,10 @@ def _as_option(exc, command=None):
     fills ``n_classes``), else the parameter spelled as an option (``--n-train``).
     """
     message, params = str(exc), getattr(exc, "param", None)
-    options = {p.name: max(p.opts, key=len) for p in getattr(command, "params", ())
-               if isinstance(p, click.Option)}
+    given = list(getattr(command, "params", ()))
+    if isinstance(command, click.Group):          # `cells run`: the subcommands' options
+        given += [p for sub in command.commands.values() for p in sub.params]
+    options = {p.name: max(p.opts, key=len) for p in given if isinstance(p, click.Option)}
     for param in ([params] if isinstance(params, str) else list(params or ())):
         option = options.get(param, "--" + param.replace("_", "-"))
         if not re.search(rf"{re.escape(option)}(?![\w\-])", message):

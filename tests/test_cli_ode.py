@@ -165,3 +165,15 @@ def test_parameters_become_the_commands_options_but_not_inside_paths():
                                         "choose a writable --out")
     exc = InputError("lower m or n_classes", param=("m", "n_classes"))
     assert _as_option(exc, ode_cmd) == "lower --m or --classes"      # --classes fills n_classes
+
+
+def test_a_groups_subcommands_lend_their_options():
+    # `cells run` raises inside the group `cells`: results_dir is its --results
+    from minimal_attn.cli.main import _as_option, cli
+    from minimal_attn.errors import InputError
+
+    cells = cli.get_command(None, "cells")
+    exc = InputError("cannot write to results_dir; choose a writable results_dir",
+                     param="results_dir")
+    assert _as_option(exc, cells) == ("cannot write to --results; choose a writable "
+                                      "--results")
