@@ -28,8 +28,7 @@ def split_name(name):
         return name, None
     if not index.isdigit() or int(index) < 1:
         raise InputError(f"cell part {name!r}: a part is named CELL{SEP}K with K = 1, 2, ... "
-                         "(`attn-dyn cells list` names the cells and their parts)",
-                         param="cell")
+                         "(`attn-dyn cells list` names the cells and their parts)")
     return base, int(index)
 
 
@@ -42,8 +41,7 @@ def part_seeds(seeds, parts, index):
     if seeds % parts:
         raise ValueError(f"{seeds} seeds do not split into {parts} equal parts")
     if not 1 <= index <= parts:
-        raise InputError(f"part {index} does not exist: this cell has parts 1..{parts}",
-                         param="cell")
+        raise InputError(f"part {index} does not exist: this cell has parts 1..{parts}")
     size = seeds // parts
     return (index - 1) * size, size
 

@@ -244,12 +244,11 @@ def _joined_pool(cell, config, inputs):
         wanted = {k: s[k] if k == "pool_seed" else getattr(config, k) for k in SYNTHETIC_KEYS}
         if given != wanted:
             raise InputError(f"{name} screened its heads with {given}, but {cell.name} trains "
-                             f"with {wanted}: run {name} again", param="cell")
+                             f"with {wanted}: run {name} again")
         final.update(zip(record["result"]["candidates"], record["result"]["final_accuracy"]))
     if sorted(final) != list(range(s["pool"])):
         raise InputError(f"the screening parts {', '.join(inputs)} label candidates "
-                         f"{sorted(final)}, not 0..{s['pool'] - 1}: run them again",
-                         param="cell")
+                         f"{sorted(final)}, not 0..{s['pool'] - 1}: run them again")
     meta = pool_meta(s["pool_seed"], s["pool"], config)
     return label_pool(meta, [final[c] for c in range(s["pool"])])
 

@@ -37,10 +37,7 @@ def get_cell(name):
     """The cell ``name``, or its part for ``NAME@k`` (:func:`part_of`)."""
     # errors about a name carry no param: the commands take NAMES as an argument, and a
     # param "cell" printed the word cell as an option that does not exist (--cell)
-    try:
-        base, index = cell_parts.split_name(name)
-    except InputError as exc:
-        raise InputError(str(exc)) from None
+    base, index = cell_parts.split_name(name)
     cells = all_cells()
     if base not in cells:
         raise InputError(f"unknown cell {base!r}: `attn-dyn cells list` names every cell "
