@@ -21,7 +21,8 @@ from minimal_attn.experiments.sweep_grid import expand, parse_tokens, read_grid_
               help="A setting of `attn-dyn train` and its values (comma-separated values "
                    "are crossed; paradigm=all gives sa, ha, lv, hybrid); with table=2 the "
                    "settings of `attn-dyn agreement` (Snell Table 2 rows). Further "
-                   "KEY=VALUES words after it count too.")
+                   "KEY=VALUES words after it count too. Give each key once: m=3,5, not "
+                   "m=3 m=5 (refused).")
 @click.option("--grid-file", type=click.Path(dir_okay=False), default=None,
               help="A TOML file of settings: `m = [5, 20]`; --grid settings win over it.")
 @click.option("--out", type=click.Path(file_okay=False), required=True,
@@ -99,14 +100,19 @@ def sweep(settings, grid_tokens, grid_file, out, resume, engine, threads, device
     """
     grid = parse_tokens(list(grid_tokens) + list(settings),
                         read_grid_file(grid_file) if grid_file else {})
+    options = {k: [v] for k, v in (("threads", threads), ("device", device),
+                                   ("data_dir", data_dir)) if v is not None}
     if not grid:
         if not resume:
             raise InputError("no grid: give settings (--grid m=5,20 paradigm=all ...), "
                              "--grid-file FILE, or --resume to continue the sweep in --out",
                              param="grid")
-        grid = stored_grid(out)
-    grid.update({k: [v] for k, v in (("threads", threads), ("device", device),
-                                     ("data_dir", data_dir)) if v is not None})
+        grid = stored_grid(out, options)          # the options win over the stored grid
+    for key, value in options.items():          # but an option and its grid key: which?
+        if grid.get(key, value) != value:
+            raise InputError(f"--{key.replace('_', '-')} {value[0]} and the grid key "
+                             f"{key}={','.join(map(str, grid[key]))} disagree: give it once")
+    grid.update(options)
     if list_only:
         for cell in expand(grid):
             click.echo(cell.name)

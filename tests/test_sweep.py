@@ -346,7 +346,8 @@ def test_a_table2_record_from_before_time_limit_existed_is_still_done(tmp_path):
     old = {k: v for k, v in cell.settings.items() if k != "time_limit"}
     write_cell(str(tmp_path), {"format": 1, "cell": cell.name, "kind": "table2",
                                "scale": cell.scale, "title": cell.title, "settings": old,
-                               "provenance": {}, "result": {"row": []}})
+                               "provenance": {}, "result": {"row": [None] * 8, "performance": 0.5,
+                                                            "performance_name": "accuracy"}})
     assert record_status(str(tmp_path), cell) == "done"
     [limited] = expand({"dataset": ["sst2"], "steps": [20], "time_limit": [60.0]})
     assert record_status(str(tmp_path), limited) in ("stale", "absent")

@@ -85,11 +85,15 @@ def _table1_problem(result):
 
 
 def _table2_problem(result):
+    from minimal_attn.experiments.agreement_table import COLUMNS
+
     row, steps = result.get("row"), result.get("steps_run")
-    if not isinstance(row, list) or not all(v is None or _number(v) for v in row):
-        return "its result's row is not a list of numbers"
-    if not _number(result.get("performance")):
-        return "its result's performance is not a number"
+    if not isinstance(row, list) or len(row) != len(COLUMNS) or \
+            not all(v is None or _number(v) for v in row):
+        return f"its result's row is not a list of {len(COLUMNS)} numbers"
+    if not _number(result.get("performance")) or \
+            not isinstance(result.get("performance_name"), str):
+        return "its result's performance is not a number with its name"
     cut = [m for m in MODELS if (result.get("time_limited") or {}).get(m)]
     if cut and not (isinstance(steps, dict) and all(m in steps for m in cut)):
         return "its result's steps_run does not say where the time limit stopped each model"

@@ -23,9 +23,10 @@ import sys
 
 from minimal_attn.errors import InputError, check_folder
 from minimal_attn.experiments.io import check_output_dir, ensure_dir, write_json
+from minimal_attn.experiments.results_store import cell_path
 from minimal_attn.experiments.sweep_cell import CRASH_STATUS, make_task, read_record, record_status
 from minimal_attn.experiments.sweep_engines import make_engine
-from minimal_attn.experiments.sweep_grid import expand, operational
+from minimal_attn.experiments.sweep_grid import add_settings, expand, operational
 from minimal_attn.experiments.sweep_report import write_merged
 
 #: Test hook: set, the driver exits (as if killed) right after it submitted its first jobs.
@@ -36,17 +37,30 @@ def sweep_file(out):
     return os.path.join(out, "sweep.json")
 
 
-def stored_grid(out):
-    """The grid of the sweep in ``out`` (``resume`` without a grid), or InputError."""
+def stored_grid(out, operational=None):
+    """The grid of the sweep in ``out`` (``resume`` without a grid) with ``operational``
+    (``{"threads": [1]}``, options given again) over it, typed and checked as a grid given
+    anew (every cell expands), or InputError naming the file."""
+    path = sweep_file(out)
     try:
-        with open(sweep_file(out)) as f:
-            return json.load(f)["grid"]
+        with open(path) as f:
+            grid = json.load(f)["grid"]
     except FileNotFoundError:
         raise InputError(f"nothing to resume: {out} holds no sweep.json; give the grid "
                          "(--grid or --grid-file)", param="out") from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise InputError(f"{sweep_file(out)} cannot be read ({type(exc).__name__}); give "
+        raise InputError(f"{path} cannot be read ({type(exc).__name__}); give "
                          "the grid again", param="out") from None
+    try:
+        if not isinstance(grid, dict) or not grid:
+            raise InputError("its grid is not a mapping of settings to lists of values")
+        grid = add_settings({}, [(k, v, path, k) for k, v in grid.items()], "out")
+        grid.update(operational or {})
+        expand(grid)
+    except InputError as exc:
+        raise InputError(f"{path} is damaged ({exc}): fix it, or give the grid again "
+                         "(--grid or --grid-file) to replace it", param="out") from None
+    return grid
 
 
 def headline(record):
@@ -98,7 +112,7 @@ def run_sweep(out, grid=None, engine="local", resume=False, engine_options=None,
         report = _drive(out, cells, extra, runner, retries, log, command)
     finally:
         runner.close()
-    entries, missing = write_merged(out, [c.name for c in cells], grid)
+    entries, missing = write_merged(out, cells, grid)
     log(f"merged {len(entries)} of {len(cells)} cells into {out}: results.json, summary.csv, "
         "summary.md, figures/")
     return report
@@ -113,6 +127,9 @@ def _drive(out, cells, extra, runner, retries, log, command):
             skipped.append(cell.name)
             log(f"{cell.name}: already done ({headline(read_record(out, cell.name))})")
         else:
+            if status == "stale":
+                log(f"{cell.name}: its record {cell_path(out, cell.name)} is of other "
+                    "settings, unreadable or damaged: the cell runs afresh")
             waiting.append(make_task(cell, out, extra, resume=status != "stale",
                                      command=command or ["attn-dyn", *sys.argv[1:]]))
     if skipped:
@@ -141,8 +158,8 @@ def _drive(out, cells, extra, runner, retries, log, command):
                 counts.running -= 1
                 if outcome.get("died") and record_status(out, task["cell"]) == "done":
                     record = read_record(out, name)       # finished before its job died
-                    outcome = {"cell": name, "ok": True, "record": record,
-                               "seconds": record["provenance"]["wall_seconds"]}
+                    seconds = (record["provenance"] or {}).get("wall_seconds") or 0.0
+                    outcome = {"cell": name, "ok": True, "record": record, "seconds": seconds}
                 if outcome.get("died") and runner.resubmits and tries.get(name, 0) < retries:
                     tries[name] = tries.get(name, 0) + 1
                     retry.append(dict(task, resume=True))

@@ -27,6 +27,7 @@ from minimal_attn.experiments.results_store import (
     provenance,
     write_cell,
 )
+from minimal_attn.experiments.results_tables import shape_problem
 
 #: Test hook: ``NAME@EPOCH`` makes the process running cell NAME exit right after the
 #: checkpoint of EPOCH, once (a marker file in its folder remembers it): a killed worker,
@@ -45,7 +46,7 @@ def cell_folder(out, name):
 
 def record_status(out, cell):
     """``done`` (a record that matches the cell's settings), ``stale`` (a record of other
-    settings, or an unreadable one: the cell runs afresh) or ``absent``."""
+    settings, or an unreadable or damaged one: the cell runs afresh) or ``absent``."""
     path = cell_path(out, cell.name)
     if not os.path.exists(path):
         return "absent"
@@ -54,6 +55,8 @@ def record_status(out, cell):
             record = json.load(f)
         check_record(record, path)
     except (OSError, ValueError, InputError):
+        return "stale"
+    if shape_problem(record):        # as the tables read it (.results_tables)
         return "stale"
     settings = json.loads(json.dumps(cell.settings))
     old = record.get("settings") or {}

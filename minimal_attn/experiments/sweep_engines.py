@@ -23,10 +23,12 @@ A handle is ``(engine's job, [tasks])``; an outcome is the task's own dict, or
 """
 
 import json
+import math
+import numbers
 import os
 import time
 
-from minimal_attn.errors import InputError
+from minimal_attn.errors import InputError, check_int_at_least
 from minimal_attn.experiments.io import write_json
 from minimal_attn.experiments.sweep_cell import run_tasks
 
@@ -82,11 +84,31 @@ class RayEngine:
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 raise InputError(f"cannot start or join Ray at {address or 'local'}: "
                                  + " ".join(str(exc).split())[:300], param="address") from None
+        try:
+            self._check_fits(address, cpus_per_cell, gpus_per_cell)
+        except InputError:
+            self.close()
+            raise
         self.remote = ray.remote(num_cpus=cpus_per_cell, num_gpus=gpus_per_cell,
                                  max_retries=retries)(run_tasks)
         cpus = ray.cluster_resources().get("CPU", 1)
         self.parallel = max_running or max(1, int(cpus // max(cpus_per_cell, 1e-9)))
         self.cells_per_job = cells_per_job
+
+    def _check_fits(self, address, cpus, gpus):
+        """Refuse a cell that no node could ever run: Ray would wait for it forever."""
+        nodes = [n.get("Resources") or {} for n in self.ray.nodes() if n.get("Alive")]
+        if any(r.get("CPU", 0) >= cpus and r.get("GPU", 0) >= gpus for r in nodes):
+            return
+        total = self.ray.cluster_resources()
+        more_cpus = not address and all(r.get("CPU", 0) < cpus for r in nodes)
+        raise InputError(
+            f"a cell asks for {cpus:g} CPU(s) and {gpus:g} GPU(s), more than any node of "
+            + (f"the Ray cluster at {address}" if address else "the local Ray") + " has ("
+            f"{total.get('CPU', 0):g} CPUs and {total.get('GPU', 0):g} GPUs in all, on "
+            f"{len(nodes)} node(s)): lower cpus_per_cell or gpus_per_cell"
+            + (", or give the local Ray more CPUs with num_cpus" if more_cpus else ""),
+            param=("cpus_per_cell", "gpus_per_cell", "num_cpus"))
 
     def start(self, tasks):
         return self.remote.remote(tasks), tasks
@@ -217,6 +239,22 @@ class _OrphanJob:
         return self.job.result()
 
 
+def _check_resources(cpus, gpus, whole=False):
+    """Before any engine starts: a cell's CPUs finite > 0 and GPUs finite >= 0, in Ray's
+    steps of 0.0001 (Slurm: whole CPUs and GPUs)."""
+    for key, value, positive in (("cpus_per_cell", cpus, True), ("gpus_per_cell", gpus, False)):
+        bound = "> 0" if positive else ">= 0"
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or \
+                not math.isfinite(value) or value < 0 or (positive and value == 0):
+            raise InputError(f"{key} must be a finite number {bound}, got {value}", param=key)
+        if whole and int(value) != value:
+            raise InputError(f"{key} must be a whole number {bound} for the slurm engine, got "
+                             f"{value}", param=key)
+        if 0 < value < 1e-4:
+            raise InputError(f"{key} must be {'' if positive else '0 or '}at least 0.0001, got "
+                             f"{value}", param=key)
+
+
 def make_engine(name, out, address=None, num_cpus=None, cpus_per_cell=1, gpus_per_cell=0,
                 retries=2, max_running=None, cells_per_job=1, cluster="slurm",
                 partition=None, time_min=60, account=None):
@@ -224,10 +262,12 @@ def make_engine(name, out, address=None, num_cpus=None, cpus_per_cell=1, gpus_pe
     if name not in ENGINES:
         raise InputError(f"engine must be one of {', '.join(ENGINES)}, got {name!r}",
                          param="engine")
-    for key, value, low in (("retries", retries, 0), ("max_running", max_running or 1, 1),
-                            ("cells_per_job", cells_per_job, 1), ("time_min", time_min, 1)):
-        if int(value) != value or value < low:
-            raise InputError(f"{key} must be an integer >= {low}, got {value}", param=key)
+    for key, value, low in (("retries", retries, 0), ("max_running", max_running, 1),
+                            ("cells_per_job", cells_per_job, 1), ("time_min", time_min, 1),
+                            ("num_cpus", num_cpus, 1)):
+        if value is not None:
+            check_int_at_least(key, value, low, param=key)
+    _check_resources(cpus_per_cell, gpus_per_cell, whole=name == "slurm")
     if name == "local":
         return LocalEngine()
     if name == "ray":

@@ -59,8 +59,10 @@ def typed(key, raw, kind, optional):
     """One value from the command line (a string) or TOML (typed) as ``kind``."""
     text = str(raw).strip()
     bad = InputError(f"grid key {key}: {raw!r} is not a valid value")
-    if optional and isinstance(raw, str) and text.lower() == "none":
-        return None
+    if optional and (raw is None or isinstance(raw, str) and text.lower() == "none"):
+        return None                    # raw None: JSON null, read back from sweep.json
+    if raw is None or isinstance(raw, (list, dict)):
+        raise bad
     if kind in (int, float):
         try:
             number = kind(text) if isinstance(raw, str) else raw
@@ -82,12 +84,14 @@ def typed(key, raw, kind, optional):
 def _value(key, raw):
     """One value of a Table 1 ``key``."""
     if key == "lr":                # one number: the rate of the cell's paradigm
+        raw = raw["all"] if isinstance(raw, dict) and set(raw) == {"all"} else raw
         value = typed(key, raw, float, True)
         return None if value is None else {"all": value}
     if key == "switch_epoch" and str(raw).strip().lower() == "auto":
         return "auto"
-    if key == "foreground":        # class names joined by "+" (the comma crosses values)
-        return [n.strip() for n in (raw if isinstance(raw, list) else str(raw).split("+"))]
+    if key == "foreground" and raw is not None:    # names joined by "+" (, crosses values)
+        names = raw if isinstance(raw, list) and raw else str(raw).split("+")
+        return [typed(key, n, str, False) for n in names]
     kind = int if key in _INTS + ("switch_epoch",) else float if key in _FLOATS else \
         bool if key == "batch_seeds" else str
     return typed(key, raw, kind, _FIELDS.get(key) is not None and _FIELDS[key].default is None)
@@ -130,21 +134,35 @@ def _add(grid, key, values, where, table=1):
     grid[key] = out
 
 
+def add_settings(grid, pairs, param):
+    """Add ``(key, values, where, label)`` to ``grid``, table first (it names the keys);
+    refuses a key given twice (``m=2 m=3``; ``n_train`` and ``n-train``)."""
+    for key, values, where, _ in pairs:
+        if str(key).strip().lower() == "table":
+            _add(grid, key, values, where)
+    seen = {}
+    for key, values, where, label in pairs:
+        name = _key(key, table_of(grid))
+        if name in seen:
+            raise InputError(f"grid key {name} is given twice ({seen[name]} and {label}): "
+                             f"give it once, its values comma-separated ({name}=V1,V2)",
+                             param=param)
+        seen[name] = label
+        _add(grid, key, values, where, table_of(grid))
+    return grid
+
+
 def parse_tokens(tokens, grid=None):
-    """``KEY=V1,V2`` tokens into ``{key: [values]}`` (added to ``grid``; a later key wins)."""
-    grid, pairs = dict(grid or {}), []
+    """``KEY=V1,V2`` tokens into ``{key: [values]}``, added to ``grid`` (a grid file's:
+    a key here replaces its values there); a key given twice here is refused."""
+    pairs = []
     for token in tokens:
         key, sep, text = str(token).partition("=")
         if not sep or not key.strip():
             raise InputError(f"grid setting {token!r} is not KEY=VALUES, e.g. m=5,20",
                              param="grid")
-        pairs.append((key, [v for v in text.split(",") if v.strip()], f"{token!r}"))
-    for key, values, where in pairs:                  # the table first: it names the keys
-        if key.strip().lower() == "table":
-            _add(grid, key, values, where)
-    for key, values, where in pairs:
-        _add(grid, key, values, where, table_of(grid))
-    return grid
+        pairs.append((key, [v for v in text.split(",") if v.strip()]) + (f"{token!r}",) * 2)
+    return add_settings(dict(grid or {}), pairs, "grid")
 
 
 def read_grid_file(path):
@@ -174,15 +192,12 @@ def read_grid_file(path):
     if not data:
         raise InputError(f"grid file {path} is empty: give settings such as m = [5, 20]",
                          param="grid_file")
-    grid = {}
-    if "table" in data:
-        _add(grid, "table", data["table"], path)
     for key, values in data.items():
         if isinstance(values, dict):
             raise InputError(f"grid file {path}: {key} is a table; give a value or a list",
                              param="grid_file")
-        _add(grid, key, values, path, table_of(grid))
-    return grid
+    return add_settings({}, [(k, v, path, f"{k} in {path}") for k, v in data.items()],
+                        "grid_file")
 
 
 def _canonical(value):

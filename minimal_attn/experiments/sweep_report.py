@@ -3,7 +3,7 @@ r"""A sweep's merged result set: its cells' records as one table, beside the pap
 Vashisht & Ramaswamy (2023), Table 1, or Snell et al. (2021), Table 2
 (:mod:`minimal_attn.experiments.sweep_table2`). :func:`write_merged` reads the records
 of a grid's cells (``OUT/cells/NAME.json``, :mod:`minimal_attn.experiments.results_store`)
-and writes, in sorted cell order and without a date or a wall time, so that
+that match them and writes, in sorted cell order and without a date or a wall time, so that
 the files are the same bit for bit whichever engine ran the cells and in
 whatever order they finished:
 
@@ -24,7 +24,7 @@ import os
 
 from minimal_attn.experiments import plots
 from minimal_attn.experiments.io import atomic_open, staged_folder, write_csv, write_text
-from minimal_attn.experiments.results_store import read_cells
+from minimal_attn.experiments.sweep_cell import read_record, record_status
 from minimal_attn.experiments.sweep_grid import OPERATIONAL
 from minimal_attn.experiments.train_report import SUMMARY_HEADER, summary_rows
 
@@ -38,10 +38,12 @@ def _entry(record):
             "settings": record["settings"], "result": result, "paper": record.get("paper")}
 
 
-def merged(out, names):
-    """``(entries, missing)``: the records of ``names`` under ``out``, sorted by name."""
-    records = {r["cell"]: r for r in read_cells(out) if r["cell"] in set(names)}
-    names = sorted(names)
+def merged(out, cells):
+    """``(entries, missing)``: the records under ``out`` of ``cells`` that match them (a
+    failed cell's old, stale or damaged record is missing, not merged), sorted by name."""
+    records = {c.name: read_record(out, c.name) for c in cells
+               if record_status(out, c) == "done"}
+    names = sorted(c.name for c in cells)
     return [_entry(records[n]) for n in names if n in records], \
         [n for n in names if n not in records]
 
@@ -89,9 +91,9 @@ def _csv_rows(entries):
     return header, rows
 
 
-def write_merged(out, names, grid=None):
+def write_merged(out, cells, grid=None):
     """Write results.json, summary.csv, summary.md and the figure; return (entries, missing)."""
-    entries, missing = merged(out, names)
+    entries, missing = merged(out, cells)
     # where the cells ran (data_dir, threads, ...) is not part of the result
     grid = {k: v for k, v in (grid or {}).items() if k not in OPERATIONAL}
     table2 = any(e["kind"] == "table2" for e in entries)
