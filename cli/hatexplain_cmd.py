@@ -23,7 +23,7 @@ from minimal_attn.cli.options import (
     unused_warnings,
 )
 from minimal_attn.errors import InputError
-from minimal_attn.experiments.io import check_new_run
+from minimal_attn.experiments.run_folders import check_run_folder
 
 #: TextTrainConfig's fields among the options (the others fill HateXplainConfig).
 RUN_OPTIONS = ("embedding", "epochs", "hybrid_lr", "batch_size", "device", "threshold")
@@ -52,7 +52,7 @@ def train_hatexplain(given, out, resume, progress):
                 threads=given.get("threads"), lr=None if lr is None else parse_lr(lr))
     warnings = unused_warnings(hx.paradigms, hx.lr, train.switch_epoch, train.hybrid_lr,
                                hybrid_uses=("sa",))
-    check_new_run(out, resume)
+    check_run_folder(out, "train", resume)
     on_interrupt(lambda: resume_note(out, "--resume"))
     with ProgressBar(progress) as bar:
         results, meta = run_hatexplain(hx, given.get("data_dir"), out, resume, progress=bar,

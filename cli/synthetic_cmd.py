@@ -26,7 +26,7 @@ from minimal_attn.cli.options import (
     resume_note,
 )
 from minimal_attn.cli.seq_options import PARADIGM_CHOICES, PARADIGM_HELP, paradigm_kwargs
-from minimal_attn.experiments.io import check_new_run
+from minimal_attn.experiments.run_folders import check_run_folder
 
 CPU, PAPER = SYNTHETIC_SIZES["cpu"], SYNTHETIC_SIZES["paper"]
 
@@ -117,7 +117,7 @@ def synthetic(task, seeds, steps, hidden, embed, batch_size, lr, eval_every, n_t
                                  **paradigm_kwargs(paradigm, switch_step))
     options = dict(seeds=seeds, first_seed=first_seed, heads=heads, pool=pool, out_dir=out)
     check_synthetic(task, config, **options)
-    check_new_run(out, resume)
+    check_run_folder(out, "synthetic", resume)
     if device == "cpu":
         torch.set_num_threads(1)    # small batched matmuls gain nothing from threads
     on_interrupt(lambda: resume_note(out, "--resume"))

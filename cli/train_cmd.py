@@ -47,7 +47,7 @@ from minimal_attn.cli.options import (
 )
 from minimal_attn.datasets.splits import TEST_IMAGES
 from minimal_attn.errors import InputError
-from minimal_attn.experiments.io import check_new_run
+from minimal_attn.experiments.run_folders import check_run_folder
 from minimal_attn.experiments.train_loop import COMPILE_MODES, CONV_MODES, PIXELS, PRECISIONS
 from minimal_attn.experiments.train_report import summary_markdown
 
@@ -270,7 +270,7 @@ def train(ctx, dataset, paradigm, lr, switch_epoch, foreground, protocol, out, r
         **options)
     explicit = {p.name for p in given if p.name in PROTOCOL_FIELDS}
     config = apply_protocol(config, protocol, explicit)
-    check_new_run(out, resume)
+    check_run_folder(out, "train", resume)
     on_interrupt(lambda: resume_note(out))  # the group's line after Ctrl-C, when it comes
     with ProgressBar(progress) as bar:
         results, meta = run_experiment(config, out=out, resume=resume, progress=bar,

@@ -66,6 +66,7 @@ from minimal_attn.experiments.io import (
 )
 from minimal_attn.experiments.progress import counter
 from minimal_attn.experiments.resources import check_memory, check_steps
+from minimal_attn.experiments.run_folders import check_run_folder
 
 
 def check_options(c):
@@ -128,6 +129,7 @@ def train_one(config, attention, out_dir, progress=None, log=None):
     ``progress`` as in ``train_seq`` (the task is named ``attention``); ``log(line)`` warnings.
     Returns its result dict. A run refused midway (it diverged) leaves ``out_dir`` as it was.
     """
+    check_run_folder(out_dir, "train-seq")          # not another command's run folder
     with undo_on_refusal(out_dir):
         task, base = prepare(config, out_dir)
         return train_seq(task, replace(base, attention=attention, threads=config.threads),
@@ -144,6 +146,7 @@ def run_agreement(config, out_dir, progress=None, log=None):
     refused midway (a model diverged, a file it reads back is unreadable) leaves
     ``out_dir`` as it found it.
     """
+    check_run_folder(out_dir, "agreement")          # not another command's run folder
     with undo_on_refusal(out_dir):
         return _run_agreement(config, out_dir, progress, log)
 

@@ -49,6 +49,7 @@ from minimal_attn.errors import InputError, check_int_at_least, check_positive, 
 from minimal_attn.experiments import plots
 from minimal_attn.experiments.io import check_output_dir, ensure_dir, undo_on_refusal, write_json
 from minimal_attn.experiments.resources import check_memory, check_steps
+from minimal_attn.experiments.run_folders import check_run_folder
 
 TASKS = {
     "copy": ("permutation", "control"),
@@ -180,6 +181,7 @@ def check_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_d
                  f"{n_runs} batched run(s) of LSTM width {config.hidden}", param=size)
     if out_dir is not None:
         check_output_dir(out_dir)
+        check_run_folder(out_dir, "synthetic")     # not another command's run folder
 
 
 def saved_eval_every(out_dir):
@@ -192,7 +194,7 @@ def saved_eval_every(out_dir):
     ckpt = os.path.join(out_dir, "checkpoints", "train.ckpt")
     if not any(os.path.exists(p) for p in (ckpt, ckpt + ".prev")):
         return None
-    return (read_checkpoint(ckpt) or {}).get("config", {}).get("eval_every")
+    return (read_checkpoint(ckpt, aside=False) or {}).get("config", {}).get("eval_every")
 
 
 def run_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_dir=None,
@@ -236,7 +238,7 @@ def _run(task, config, seeds, first_seed, heads, pool, out_dir, resume, progress
     extra = {}
     ckpt = os.path.join(out_dir, "checkpoints", "train.ckpt") if out_dir else None
     if resume and ckpt and task == "multihead":    # a damaged checkpoint is refused before
-        read_checkpoint(ckpt)     # the head screening (train_runs reads it, and warns of .prev)
+        read_checkpoint(ckpt, aside=False)  # the head screening (train_runs reads it, warns)
     if task == "keyword":
         config = replace(config, uniform=True)
     if task == "multihead":

@@ -183,10 +183,12 @@ def _read(path):
     return state
 
 
-def read_checkpoint(path, settings=None, log=None):
+def read_checkpoint(path, settings=None, log=None, aside=True):
     """The saved state at ``path`` (or its ``.prev``) for runs whose settings are
-    ``settings`` (None: any readable synthetic checkpoint)."""
-    return checkpoints.read_checkpoint(path, _read, CHECKPOINT_FORMAT, KIND, settings, log=log)
+    ``settings`` (None: any readable synthetic checkpoint); ``aside=False`` for a read
+    that only looks (an unreadable ``path`` stays, for the resuming read to set aside)."""
+    return checkpoints.read_checkpoint(path, _read, CHECKPOINT_FORMAT, KIND, settings, log=log,
+                                       aside=aside)
 
 
 def _record(curves, step, scores):

@@ -155,6 +155,12 @@ class HateXplainTable1:
     def run_config(self, paradigm, seed):
         return self.config.run_config(paradigm, seed)
 
+    def checkpoint_reader(self):
+        """The trainer whose checkpoints the runs resume from, and the data's fingerprint."""
+        from minimal_attn.backends.vr.text_train import TextTrainer, text_fingerprint
+
+        return TextTrainer, text_fingerprint(self.enc["train"], self.enc["test"])
+
     def train_seed(self, config, out, resume, progress, callback, log):
         from minimal_attn.backends.vr.text_train import train_text_run
 

@@ -121,6 +121,17 @@ class MosaicTable1:
     def run_config(self, paradigm, seed):
         return run_config(self.c, paradigm, seed)
 
+    def checkpoint_reader(self):
+        """The trainer class whose checkpoints the runs resume from, and the data's
+        fingerprint (a seed-batched run writes the CNN run's checkpoints)."""
+        from minimal_attn.experiments.checkpoints import data_fingerprint
+
+        if self.c.backend == "numpy":
+            from minimal_attn.experiments.linear_train import LinearTrainer as Trainer
+        else:
+            from minimal_attn.backends.vr.train import CNNTrainer as Trainer
+        return Trainer, data_fingerprint(self.train, self.test)
+
     def train_seed(self, config, out, resume, progress, callback, log):
         return self.run_one(config, self.train, self.test, out_dir=out, resume=resume,
                             progress=progress, callback=callback, log=log)

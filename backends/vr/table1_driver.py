@@ -29,7 +29,8 @@ from typing import Optional, Protocol, Sequence
 from minimal_attn.errors import DivergedError, InputError
 from minimal_attn.experiments.config import check_writable, resume_note
 from minimal_attn.experiments.io import undo_on_refusal
-from minimal_attn.experiments.train_loop import checkpoint_path
+from minimal_attn.experiments.run_folders import check_run_folder
+from minimal_attn.experiments.train_loop import checkpoint_path, read_checkpoint
 from minimal_attn.experiments.train_report import HistoryLog, write_results
 
 
@@ -49,6 +50,11 @@ class Table1Data(Protocol):
 
     def run_config(self, paradigm, seed):
         """The TrainConfig of one run (its paradigm's learning rates, the hybrid's switch)."""
+
+    def checkpoint_reader(self):
+        """(trainer class: ``KIND``, ``LR_TABLE``, static ``read``; data fingerprint) of its
+        checkpoints, so a resume checks them all before training (optional: without it,
+        each is checked when its run resumes)."""
 
     def train_seed(self, config, out, resume, progress, callback, log) -> dict:
         """One (paradigm, seed) through ``run_epochs``: its result dict."""
@@ -96,7 +102,10 @@ def run_table1(data, out=None, resume=False, progress=None, log=None, on_epoch=N
                          param=("resume", "out"))
     if out is not None:
         check_writable(out)
+        check_run_folder(out, "train")             # not another command's run folder
     data.load(log)
+    if resume:
+        _check_checkpoints(data, out)
     epoch_done = HistoryLog(out).epoch_callback(log, lambda r: format_epoch(r, data.focus),
                                                 on_epoch)
     try:
@@ -121,6 +130,23 @@ def run_table1(data, out=None, resume=False, progress=None, log=None, on_epoch=N
     except KeyboardInterrupt:
         raise KeyboardInterrupt("interrupted; " + resume_note(out)) from None
     return results, meta
+
+
+def _check_checkpoints(data, out):
+    """Refuse a resume, before any run trains, when one checkpoint it will read (of every
+    paradigm and seed) is unreadable without a usable ``.prev``, of other settings or data,
+    or holds more epochs than asked: else the runs before it would be trained further and
+    the refusal come half-way (a larger ``epochs`` extends SA but is refused by the
+    hybrid, whose switch depends on it)."""
+    reader = getattr(data, "checkpoint_reader", None)
+    if reader is None:
+        return
+    trainer, fingerprint = reader()
+    for p in data.paradigms:
+        for seed in data.seeds:
+            config = data.run_config(p, seed)
+            read_checkpoint(checkpoint_path(out, config), trainer, config, fingerprint, None,
+                            aside=False)     # the resuming read warns and sets a file aside
 
 
 def _train_paradigm(data, p, out, resume, progress, epoch_done, log, failed=None):

@@ -7,7 +7,8 @@ file, another command's or another version's checkpoint, a configuration that
 differs from the run's) ends in one :class:`~minimal_attn.errors.InputError`
 line naming the file and the fix, never a traceback; where the writer keeps
 the previous version (``.prev``) an unreadable file falls back to it with a
-one-line warning.
+one-line warning, and is set aside as ``.damaged``: the next save then finds no
+file to rotate, so the good ``.prev`` is not replaced by the damaged one.
 
 One checkpoint format serves every trainer (V&R's FCAMs, Snell's LSTMs and
 seed-batched synthetic models): a dict opening on :func:`checkpoint_header`
@@ -29,7 +30,7 @@ import numpy as np
 from minimal_attn.errors import InputError
 from minimal_attn.experiments.io import atomic_open, ensure_dir
 
-PREV = ".prev"
+PREV, DAMAGED = ".prev", ".damaged"
 
 
 def write_checkpoint(path, write, param="out"):
@@ -76,7 +77,7 @@ def _why(exc):
 
 
 def load_guarded(path, read, check=None, settings=None, what="checkpoint", fix="delete it",
-                 prev=True, log=None):
+                 prev=True, log=None, aside=True):
     """The content of ``path`` as ``read(path)`` returns it; None when no such file exists.
 
     Parameters
@@ -90,6 +91,9 @@ def load_guarded(path, read, check=None, settings=None, what="checkpoint", fix="
     what, fix : the file's name in messages, and what the user should do
     prev : also try ``path.prev`` (the previous version kept by :func:`write_checkpoint`)
     log : receives the warning when ``path`` is unreadable and ``path.prev`` is used
+    aside : then also rename ``path`` to ``path.damaged`` (replacing an older one), so the
+        writer's next save keeps ``path.prev``; False for a read that only checks (the
+        read that resumes sets it aside, and warns)
     """
     bad = []
     for candidate in (path, path + PREV) if prev else (path,):
@@ -105,8 +109,14 @@ def load_guarded(path, read, check=None, settings=None, what="checkpoint", fix="
             continue
         if settings is not None:
             settings(obj, candidate)
-        if bad and log is not None:
-            log(f"warning: {what} {bad[0]} is unreadable; using {candidate}")
+        if bad:
+            kept = ""
+            if aside and os.path.exists(path):
+                with contextlib.suppress(OSError):          # a read-only folder: left there
+                    os.replace(path, path + DAMAGED)
+                    kept = f" (the damaged file is kept as {path}{DAMAGED})"
+            if log is not None:
+                log(f"warning: {what} {bad[0]} is unreadable; using {candidate}{kept}")
         return obj
     if bad:
         usable = f" and no usable {path}{PREV} exists" if prev else ""
@@ -135,7 +145,8 @@ def differences(saved, now, defaults=None):
 
 
 def read_checkpoint(path, read, fmt, kind, settings=None, data=None, defaults=None,
-                    header=None, instead="use another --out", log=None, param=None):
+                    header=None, instead="use another --out", log=None, param=None,
+                    aside=True):
     """The checkpoint at ``path`` as ``read`` returns it (or its ``.prev`` when ``path`` is
     unreadable, with a line to ``log``); None when neither exists.
 
@@ -150,6 +161,7 @@ def read_checkpoint(path, read, fmt, kind, settings=None, data=None, defaults=No
         object itself; the FCAM trainers read a ``(meta, payload)`` pair)
     instead : what else the user can do, in messages ("use another --out", "drop --resume")
     param : the option named by a settings refusal
+    aside : set an unreadable ``path`` aside as ``.damaged`` on falling back (:func:`load_guarded`)
     """
     header = header or (lambda obj: obj)
 
@@ -165,7 +177,8 @@ def read_checkpoint(path, read, fmt, kind, settings=None, data=None, defaults=No
 
     return load_guarded(path, read, lambda obj: check_format(header(obj), fmt, kind),
                         None if settings is None else same_run,
-                        fix=f"delete it (the run starts again) or {instead}", log=log)
+                        fix=f"delete it (the run starts again) or {instead}", log=log,
+                        aside=aside)
 
 
 def data_fingerprint(*parts):

@@ -70,7 +70,8 @@ class LinearTrainer:
         return summarise(a, linear_fcam.predict(self.params, mosaics.X, rule), mosaics,
                          self.config.threshold)
 
-    def read(self, path):
+    @staticmethod
+    def read(path):
         with np.load(path) as saved:
             meta = json.loads(str(saved["state"]))
             return meta, {"W": saved["W"].copy(), "u": saved["u"].copy()}

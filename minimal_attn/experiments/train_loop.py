@@ -261,14 +261,15 @@ def check_divergence(loss, history, config, after=None):
     return loss
 
 
-def read_checkpoint(path, trainer, config, fingerprint, log):
+def read_checkpoint(path, trainer, config, fingerprint, log, aside=True):
     """(meta, payload) of the newest readable checkpoint, falling back to ``.prev``:
     the one reader of every trainer (:func:`.checkpoints.read_checkpoint`), which
-    refuses other settings or other data in one line; (None, None) when none exists."""
+    refuses other settings or other data in one line; (None, None) when none exists.
+    ``aside=False``: a read that only checks leaves an unreadable ``path`` in place."""
     state = checkpoints.read_checkpoint(
         path, trainer.read, CHECKPOINT_FORMAT, trainer.KIND,
         affecting(config, trainer.LR_TABLE), fingerprint, header=lambda state: state[0],
-        instead="drop --resume", log=log)
+        instead="drop --resume", log=log, aside=aside)
     if state is None:
         return None, None
     if state[0]["epoch"] > config.epochs:
