@@ -49,7 +49,7 @@ def ibm1(src, tgt, iterations, no_null, out, as_json):
 
     cfg = Ibm1Config(iterations=iterations, null=not no_null)
     if out is not None:
-        check_output_file(out)
+        check_output_file(out, inputs=(("src", src), ("tgt", tgt)))
     with ProgressBar() as bar:
         result = lib.run_ibm1(src, tgt, cfg, progress=bar)
     report = lib.ibm1_report(result)
@@ -125,7 +125,8 @@ def proxy(src, tgt, val_src, val_tgt, out, as_json, d, epochs, batch_size, lr, s
         raise InputError("give both --val-src and --val-tgt, or neither")
     lib.check_proxy(cfg)
     if out is not None:
-        check_output_file(out)
+        check_output_file(out, inputs=(("src", src), ("tgt", tgt), ("val_src", val_src),
+                                       ("val_tgt", val_tgt)))
     with ProgressBar() as bar:
         report = lib.run_proxy(src, tgt, cfg, val=val_src and (val_src, val_tgt),
                                progress=bar)

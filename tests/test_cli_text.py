@@ -191,3 +191,17 @@ def test_proxy_library_call_and_holdout_split(corpus):
             "--min-count", "1", "--holdout", "0.25", "--json")
     assert json.loads(r.stdout) == json.loads(json.dumps(report))
     assert report["train_pairs"] == 6 and report["heldout_pairs"] == 2
+
+
+@pytest.mark.parametrize("command, which", [("ibm1", 0), ("ibm1", 1), ("proxy", 0),
+                                            ("proxy", 1)])
+def test_out_may_not_be_an_input_file(corpus, command, which, monkeypatch):
+    # --out naming --src or --tgt (here through another spelling of its path) would
+    # replace the corpus with the results
+    monkeypatch.chdir(corpus[0].parent)
+    before = [p.read_bytes() for p in corpus]
+    r = run(command, "--src", corpus[0], "--tgt", corpus[1], "--out", f"./{corpus[which].name}")
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"is the input --{('src', 'tgt')[which]}" in lines[0]
+    assert [p.read_bytes() for p in corpus] == before

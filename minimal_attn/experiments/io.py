@@ -76,11 +76,17 @@ def _refuse_special(path, param):
                          "(a link: its target's path)", param=param)
 
 
-def check_output_file(path, param="out"):
-    """Refuse an output file path that is a folder, a device, a pipe or a link, or that
-    cannot be written; create nothing."""
+def check_output_file(path, param="out", inputs=()):
+    """Refuse an output file path that is a folder, a device, a pipe or a link, that is one
+    of the files ``inputs`` (``(param, path)`` pairs: writing it would replace the data
+    read), or that cannot be written; create nothing."""
     if os.path.isdir(path) and not os.path.islink(path):
         raise InputError(f"{param} '{path}' is a folder; give a file name", param=param)
+    for name, source in inputs:
+        if source is not None and os.path.exists(path) and os.path.exists(source) and \
+                os.path.samefile(path, source):
+            raise InputError(f"{param} '{path}' is the input {name}: writing it would replace "
+                             f"the data; give {param} another file name", param=(param, name))
     _refuse_special(path, param)
     _probe(_nearest_existing(os.path.dirname(os.path.abspath(path))), path, param)
     return path
