@@ -210,3 +210,20 @@ def test_seq2seq_gradients_match_nn_lstm_reference(heads):
         for k, v in mine.items():
             assert v.grad is not None and v.grad.abs().max() > 0, k
             torch.testing.assert_close(params[k].grad[r], v.grad, rtol=1e-9, atol=1e-12)
+
+
+def test_keyword_gammas_average_over_every_positive_whatever_the_chunks():
+    # the positives are not spread evenly over the chunks of the test set: each gamma is
+    # their mean over all of them, as with the whole test set in one chunk
+    from minimal_attn.backends.snell.synthetic_experiments import plain_runs
+    from minimal_attn.backends.snell.synthetic_train import evaluate, init_params
+
+    config = SyntheticConfig(hidden=8, n_test=60, dtype="float64", uniform=True)
+    runs = plain_runs("keyword", 2, 0)
+    params = init_params(runs, config)
+    whole = evaluate(params, runs, config, chunk=60)
+    for chunk in (7, 25):
+        cut = evaluate(params, runs, config, chunk=chunk)
+        assert cut.keys() == whole.keys() and any(k.startswith("gamma_") for k in cut)
+        for k in cut:
+            np.testing.assert_allclose(cut[k], whole[k], rtol=1e-12, atol=1e-12)

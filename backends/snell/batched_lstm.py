@@ -283,12 +283,13 @@ def classifier_loss(params, x, y):
     return bce.mean(-1), acc
 
 
-def keyword_gammas(params, x, y, l_star):
+def keyword_gammas(params, x, y, l_star, sums=False):
     r"""Sec. 6.1 log-odds :math:`\gamma_l = (2y-1) W^T h_l` on positives, averaged per seed.
 
     Returns a dict of (S,) tensors: ``lstar`` (:math:`\gamma_{l^*}`), ``lstar_next``
     (:math:`\gamma_{l^*+1}`, over positives with :math:`l^* < L`), ``mean``
-    (:math:`\bar\gamma`) and ``last`` (:math:`\gamma_L`).
+    (:math:`\bar\gamma`) and ``last`` (:math:`\gamma_L`). ``sums=True``: each entry is
+    ``(sum, count)`` over the positives instead, so that batches add up exactly.
     """
     sign = (2 * y - 1).to(params["w"].dtype).unsqueeze(-1)                    # (S, B, 1)
     gamma = classifier_position_logits(params, x) * sign                     # (S, B, L)
@@ -300,6 +301,8 @@ def keyword_gammas(params, x, y, l_star):
     has_next = pos * (l_star < L - 1).to(gamma.dtype)
 
     def avg(v, m):
+        if sums:
+            return (v * m).sum(-1), m.sum(-1)
         return (v * m).sum(-1) / m.sum(-1).clamp(min=1)
     return {"lstar": avg(at, pos), "lstar_next": avg(nxt, has_next),
             "mean": avg(gamma.mean(-1), pos), "last": avg(gamma[..., -1], pos)}
