@@ -21,7 +21,9 @@ assumes, in one of two ways (``focus_init``):
   layer's rows copies the first half, and the output layer's weights on the
   second half are minus those on the first. The two halves cancel, so the
   output is 0 for every input (up to the rounding of the output layer's sum),
-  while every weight is non-zero and every layer learns from the first step.
+  while every weight is non-zero. The mirrored halves' backward signals cancel too,
+  so in the first step only the last two layers move (below them the gradient is
+  rounding noise); from the second step every layer learns.
 
 All segments of a batch go through a network together, reshaped to
 (B*m, 3, 32, 32) and cut into chunks of ``chunk`` images: on a GPU one chunk
