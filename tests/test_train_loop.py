@@ -65,6 +65,16 @@ def test_auto_switch_deadline_leaves_ha_a_quarter_of_the_epochs():
                                                                                  "ha"]
 
 
+@pytest.mark.parametrize("switch, warned", [(4, True), (3, False), ("auto", False)])
+def test_a_hybrid_that_never_trains_with_ha_says_so(switch, warned):
+    # a switch at `epochs` leaves every epoch SA, yet the result is scored by HA's rule
+    result = run_epochs(TrainConfig(paradigm="hybrid", epochs=4, switch_epoch=switch),
+                        Scripted([0.2] * 4), "data")
+    said = [w for w in result["warnings"] if "trained only with SA" in w]
+    assert bool(said) == warned
+    assert ("ha" in [h["phase"] for h in result["history"]]) != warned
+
+
 def test_collapse_warning_on_a_scripted_history():
     def history(loss, a_z):
         return [{"loss": v, "mean_a_z": a} for v, a in zip(loss, a_z)]

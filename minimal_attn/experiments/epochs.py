@@ -258,8 +258,18 @@ def run_seeds(configs, trainer, fingerprint, out_dir=None, resume=False, progres
              "switch_epoch": meta["switch_epoch"] if config.paradigm == "hybrid" else None,
              "stopped_epoch": stopped_epoch(c, meta["history"]),
              "time_limited": time_limited and not c.stopped(meta["history"]),
-             "warnings": collapse_warnings(meta["history"], trainer.m)}
+             "warnings": collapse_warnings(meta["history"], trainer.m)
+             + sa_only_hybrid_warning(config.paradigm, meta["history"])}
             for c, meta, tr, te in zip(configs, metas, final_train, test_eval)]
+
+
+def sa_only_hybrid_warning(paradigm, history):
+    """A hybrid that never reached its HA phase (a switch at ``epochs``, or a time limit or
+    stop rule within SA) is still scored by the hybrid's rule, HA's: say so."""
+    if paradigm != "hybrid" or not history or any(h["phase"] == "ha" for h in history):
+        return []
+    return [f"the hybrid trained only with SA ({len(history)} epochs, no HA epoch); its "
+            "scores use the hybrid's inference rule (HA's) on that SA-trained model"]
 
 
 def stopped_epoch(config, history):
