@@ -7,7 +7,6 @@ records (:func:`minimal_attn.experiments.results_store.write_report`).
 """
 
 import json
-import os
 import sys
 
 import click
@@ -23,8 +22,6 @@ from minimal_attn.cli.options import (
 from minimal_attn.experiments import cell_costs as costs
 from minimal_attn.experiments import cell_views
 from minimal_attn.experiments import cells as lib
-from minimal_attn.experiments.io import check_output_dir
-from minimal_attn.experiments.plots._base import check_figure_path
 from minimal_attn.experiments.results_store import code_source, read_cells, write_report
 from minimal_attn.experiments.train_loop import COMPILE_MODES, CONV_MODES
 
@@ -103,7 +100,7 @@ def list_cells(card, as_json, results_dir):
                    "hatexplain, sst2, multi30k).")
 @click.option("--results", "results_dir", type=click.Path(file_okay=False),
               default=RESULTS, show_default=True, help="The results store.")
-@click.option("--work", type=click.Path(file_okay=False), default=WORK,
+@click.option("--work", "work_root", type=click.Path(file_okay=False), default=WORK,
               show_default=True, help="Each cell's run folder (checkpoints; a rerun resumes).")
 @click.option("--device", default=default(lib.run_cell, "device"), show_default=True,
               help="torch device: auto, cpu, cuda, cuda:K.")
@@ -122,8 +119,8 @@ def list_cells(card, as_json, results_dir):
                    "grouped_nchw, unfold; `attn-dyn train --help`) [default: grouped_nchw "
                    "on CUDA, loop on the CPU].")
 @progress_option()
-def run_cells(names, data_root, results_dir, work, device, time_limit, compile_mode, conv_mode,
-              progress):
+def run_cells(names, data_root, results_dir, work_root, device, time_limit, compile_mode,
+              conv_mode, progress):
     """Run the cells NAMES in order; each writes results/cells/NAME.json.
 
     A part NAME@K trains the K-th block of the cell's seeds (`attn-dyn cells
@@ -131,15 +128,11 @@ def run_cells(names, data_root, results_dir, work, device, time_limit, compile_m
     """
     for name in names:
         lib.get_cell(name)                       # refuse an unknown name before any work
-    # and folders that cannot be written, before any cell trains (run_cell checks them
-    # too, naming its own parameters: work_root is this command's --work)
-    check_output_dir(os.path.join(results_dir, "cells"), param="results")
-    check_output_dir(work, param="work")
     source = code_source()      # this process runs the code it loaded now, for every cell
-    on_interrupt(lambda: resume_note(work))     # the same command continues from checkpoints
-    for name in names:
+    on_interrupt(lambda: resume_note(work_root))   # the same command continues from checkpoints
+    for name in names:            # (run_cell checks --results and --work before it trains)
         with ProgressBar(progress) as bar:
-            record = lib.run_cell(name, data_root, results_dir, work, device,
+            record = lib.run_cell(name, data_root, results_dir, work_root, device,
                                   log=lambda line: click.echo(line, err=True),
                                   command=["attn-dyn", *sys.argv[1:]], time_limit=time_limit,
                                   compile=compile_mode, conv_mode=conv_mode, source=source,
@@ -166,8 +159,7 @@ def plot(names, work, path, title):
     (Snell Fig. 3). Name the parts of a cell (permute-copy@1 permute-copy@2) to draw
     all its seeds.
     """
-    check_figure_path(path, param="out")       # (the library's check names its ``path``)
-    cell_views.plot_cells(names, work, path, title)
+    cell_views.plot_cells(names, work, path, title)       # checks the figure's path first
     click.echo(f"wrote {path}")
 
 
@@ -209,7 +201,6 @@ def import_cells(source, results_dir):
     """
     from minimal_attn.experiments.results_import import import_records
 
-    check_output_dir(os.path.join(results_dir, "cells"), param="results")
     for name, what in import_records(source, results_dir):
         click.echo(f"{name}: {what}")
     click.echo("next: attn-dyn cells report")
