@@ -20,14 +20,8 @@ import time
 import traceback
 
 from minimal_attn.errors import InputError
-from minimal_attn.experiments.results_store import (
-    cell_path,
-    check_record,
-    code_source,
-    provenance,
-    write_cell,
-)
-from minimal_attn.experiments.results_tables import shape_problem
+from minimal_attn.experiments.results_store import cell_path, code_source, provenance, write_cell
+from minimal_attn.experiments.results_store import read_record as store_record
 
 #: Test hook: ``NAME@EPOCH`` makes the process running cell NAME exit right after the
 #: checkpoint of EPOCH, once (a marker file in its folder remembers it): a killed worker,
@@ -51,12 +45,8 @@ def record_status(out, cell):
     if not os.path.exists(path):
         return "absent"
     try:
-        with open(path) as f:
-            record = json.load(f)
-        check_record(record, path)
-    except (OSError, ValueError, InputError):
-        return "stale"
-    if shape_problem(record):        # as the tables read it (.results_tables)
+        record = store_record(path)      # checked as the store's tables read it
+    except InputError:
         return "stale"
     settings = json.loads(json.dumps(cell.settings))
     old = record.get("settings") or {}
@@ -68,8 +58,8 @@ def record_status(out, cell):
 
 
 def read_record(out, name):
-    with open(cell_path(out, name)) as f:
-        return json.load(f)
+    """The record of cell ``name`` in the sweep ``out`` (:func:`.results_store.read_record`)."""
+    return store_record(cell_path(out, name))
 
 
 def crash_point(name, spec=None):
