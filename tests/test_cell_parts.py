@@ -2,6 +2,7 @@
 own record, and the tables join the parts into one row that says which are missing."""
 
 import json
+import os
 import statistics
 
 import pytest
@@ -43,11 +44,13 @@ def test_part_names_and_their_seeds():
             cells.get_cell(bad)
 
 
-def _part(name, index, parts, per_seed, epochs, cut=(), commit="a" * 40, card="H200"):
-    """A hand-made part record of a Table 1 cell: per_seed test SAIF and accuracy."""
-    first = (index - 1) * len(per_seed)
+def _part(name, index, parts, per_seed, epochs, cut=(), commit="a" * 40, card="H200",
+          first=None):
+    """A hand-made part record of a Table 1 cell: per_seed test SAIF and accuracy; its
+    seeds from ``first`` (default: as if every part had as many seeds as this one)."""
+    first = (index - 1) * len(per_seed) if first is None else first
     seeds = [str(first + i) for i in range(len(per_seed))]
-    stat = {"per_seed": per_seed, "mean": 0.0, "std": 0.0}   # joined means are recomputed
+    stat = results_store.summarise(per_seed)
     return {"format": 1, "cell": f"{name}@{index}", "kind": "table1", "scale": "paper",
             "title": f"T, part {index}", "settings": {"m": 5, "seeds": len(per_seed),
                                                       "first_seed": first},
@@ -110,7 +113,7 @@ def test_synthetic_parts_add_their_fractions_by_seeds():
                 "result": {"conditions": {"permutation": {
                     "seeds": seeds, "converged_fraction": converged / seeds,
                     "failed_fraction": 1 - converged / seeds}}},
-                "part": {"of": "p", "index": k, "parts": 2, "first_seed": 0,
+                "part": {"of": "p", "index": k, "parts": 2, "first_seed": 5 * (k - 1),
                          "seeds": seeds, "title": "P"},
                 "provenance": {"card": "H100", "commit": "c" * 40, "date": "2026",
                                "wall_seconds": 1.0}}
@@ -375,10 +378,68 @@ def test_cells_list_gives_parts_and_a_part_runs_from_the_command_line(tmp_path):
 
 
 def test_diverged_seeds_are_joined_and_counted_beside_the_seeds_that_trained():
-    one, two = _part("c", 1, 2, [0.5, 0.25], [30, 31]), _part("c", 2, 2, [0.75], [32])
+    one, two = _part("c", 1, 2, [0.5, 0.25], [30, 31]), _part("c", 2, 2, [0.75], [32], first=2)
     two["result"]["diverged"] = {"3": "lv seed 3 diverged; lower the learning rate lr"}
     [joined] = cell_parts.merge([one, two])
     assert joined["result"]["diverged"] == two["result"]["diverged"]
     text = results_store.render([one, two])
     assert "| 3 (+1 diverged: seed 3) |" in text
     assert "diverged" not in results_store.render([one])
+
+
+def test_parts_of_two_splits_or_overlapping_seeds_are_refused_not_joined(tmp_path):
+    """The table would otherwise count a seed twice (a cell re-cut from 4 to 12 parts)."""
+    parts = [_part("c", k, 4, [0.5, 0.25, 0.75], [30] * 3) for k in (1, 2)]
+    stray = _part("c", 5, 12, [0.5], [30], first=4)                  # seed 4, again
+    with pytest.raises(InputError, match=r"different splits \(c@1, c@2 of 4; c@5 of 12\)"):
+        cell_parts.merge(parts + [stray])
+    twice = _part("c", 3, 4, [0.5, 0.25, 0.75], [30] * 3, first=5)   # seeds 5-7: 5 twice
+    with pytest.raises(InputError, match="c@2 and c@3 both hold seed 5"):
+        cell_parts.merge(parts + [twice])
+    # the report says so in one line, naming the files to delete
+    store = tmp_path / "cells"
+    store.mkdir()
+    for r in parts + [stray]:
+        (store / f"{r['cell']}.json").write_text(json.dumps(r))
+    result = CliRunner().invoke(cli, ["cells", "report", "--results", str(tmp_path),
+                                      "--readme", str(tmp_path / "none.md")])
+    assert result.exit_code == 2 and "different splits" in result.output
+    assert "Traceback" not in result.output and sorted(os.listdir(tmp_path)) == ["cells"]
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda r: r["result"]["test"]["saif"].update(per_seed=[0.0, 0.0]), "std they give"),
+    (lambda r: r["result"]["train"]["accuracy"].update(std=0.5), "std they give"),
+    (lambda r: r["result"]["test"]["accuracy"].update(per_seed=[]), "std they give"),
+    (lambda r: r["part"].update(index=3), "does not match its cell name"),
+    (lambda r: r.update(cell="c@3") or r["part"].update(index=3), "part entry"),
+    (lambda r: r["result"].update(seeds=[0, 0]), "one distinct seed per per_seed"),
+    (lambda r: r["result"].update(seeds=[0]), "one distinct seed per per_seed")])
+def test_a_record_whose_numbers_disagree_is_refused(tmp_path, edit, match):
+    """A whole record's row prints its stored mean and std: they must be its per-seed
+    numbers' (a joined row recomputes them), and a part must lie inside its split."""
+    record = _part("c", 1, 2, [0.5, 0.25], [30, 31])
+    record["result"]["seeds"] = [0, 1]
+    assert results_store.parse_record(json.dumps(record), "f", "c@1") == record
+    edit(record)
+    with pytest.raises(InputError, match=match):
+        results_store.parse_record(json.dumps(record), "f", record["cell"])
+
+
+def test_a_table2_xi_never_reached_is_starred_and_an_undefined_entry_is_a_dash():
+    from minimal_attn.experiments.agreement_table import COLUMNS
+
+    row = [0.5] * len(COLUMNS)
+    row[COLUMNS.index("A_alpha_beta")] = float("nan")
+    record = {"format": 1, "cell": "t", "kind": "table2", "scale": "tiny", "title": "T",
+              "settings": {}, "provenance": {"card": "CPU", "commit": "c" * 40},
+              "result": {"row": row, "columns": list(COLUMNS), "performance": 0.8,
+                         "performance_name": "accuracy", "unreached": ["xi_alpha_beta_uf"]}}
+    line = next(x for x in results_store.render([record]).splitlines() if x.startswith("| T"))
+    cells_ = [c.strip() for c in line.split("|")[3:3 + len(COLUMNS)]]
+    assert cells_[COLUMNS.index("xi_alpha_beta_uf")] == "50.0*"
+    assert cells_[COLUMNS.index("A_alpha_beta")] == "-"
+    assert cells_.count("50.0") == len(COLUMNS) - 2
+    record["result"]["unreached"] = ["not a column"]
+    with pytest.raises(InputError, match="unreached"):
+        results_store.parse_record(json.dumps(record), "f", "t")

@@ -105,7 +105,7 @@ def test_a_tiny_cell_writes_its_record_and_the_pages_regenerate(tmp_path, torch_
     assert not cells.finished("tiny-t1-synthetic-lv", str(results))       # no record
     assert saved == json.loads(json.dumps(record))
     test = saved["result"]["test"]
-    assert len(test["saif"]["per_seed"]) == 2
+    assert len(test["saif"]["per_seed"]) == 2 and saved["result"]["seeds"] == [0, 1]
     assert test["accuracy"]["mean"] == pytest.approx(sum(test["accuracy"]["per_seed"]) / 2)
     p = saved["provenance"]
     assert p["device"] == "cpu" and p["card"] == "CPU" and p["command"] == "test"
@@ -188,8 +188,18 @@ def test_provenance_names_the_commit_the_cell_started_from(monkeypatch, tmp_path
         ("a" * 40, False)
     # a caller that runs several cells in one process passes the source it took first
     record = cells.run_cell("tiny-synthetic-copy", None, str(tmp_path / "r"),
-                            str(tmp_path / "w"), source=("c" * 40, False))
+                            str(tmp_path / "w2"), source=("c" * 40, False))
     assert record["provenance"]["commit"] == "c" * 40
+    assert "code_history" not in record["provenance"]
+    # a cell run again in its run folder (a resume) names the code of both runs
+    record = cells.run_cell("tiny-synthetic-copy", None, str(tmp_path / "r"),
+                            str(tmp_path / "w"), source=("d" * 40, True))
+    prov = record["provenance"]
+    assert (prov["commit"], prov["dirty"]) == ("a" * 40 + "," + "d" * 40, True)
+    assert [(h["commit"], h["dirty"]) for h in prov["code_history"]] == \
+        [("a" * 40, False), ("d" * 40, True)]
+    assert results_store.read_record(results_store.cell_path(
+        str(tmp_path / "r"), "tiny-synthetic-copy")) == record
 
 
 def test_cells_plot_draws_the_histories_and_names_a_missing_one(tmp_path, torch_one_thread):

@@ -129,3 +129,26 @@ def test_a_cut_write_left_beside_the_records_is_not_a_record(tmp_path):
     assert dict(import_records(source, str(results))) == {"b": "new, complete"}
     assert dict(import_records(str(folder), str(tmp_path / "other"))) == {
         "a": "new, complete", "b": "new, complete"}
+
+
+def test_parts_of_another_split_or_holding_a_seed_twice_import_nothing(tmp_path):
+    """A cell re-cut into another number of parts, or parts whose seed blocks overlap,
+    would count a seed twice in the joined row."""
+    def part(index, parts, first, seeds=1):
+        record = dict(_record(f"tiny-t1-synthetic-sa@{index}"), scale="tiny")
+        record["part"] = {"of": "tiny-t1-synthetic-sa", "index": index, "parts": parts,
+                          "first_seed": first, "seeds": seeds, "title": "T"}
+        return record
+
+    results = tmp_path / "results"
+    write_cell(str(results), part(1, 2, 0))                         # the catalogue: 2 parts
+    before = sorted(p.name for p in (results / "cells").iterdir())
+    for members, match in (({"tiny-t1-synthetic-sa@2.json": part(2, 3, 1)}, "now cut into 2"),
+                           ({"tiny-t1-synthetic-sa@2.json": part(2, 2, 0)}, "both hold seed 0")):
+        with pytest.raises(InputError, match=match):
+            import_records(_archive(tmp_path / "x.tar.gz", members), str(results))
+        assert sorted(p.name for p in (results / "cells").iterdir()) == before
+    done = import_records(_archive(tmp_path / "x.tar.gz",
+                                   {"tiny-t1-synthetic-sa@2.json": part(2, 2, 1)}),
+                          str(results))
+    assert done == [("tiny-t1-synthetic-sa@2", "new, complete")]

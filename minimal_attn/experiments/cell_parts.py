@@ -88,10 +88,35 @@ def merge(records):
     return out
 
 
+def check_split(name, parts):
+    """Refuse part records of cell ``name`` that are not one split of its seeds: parts
+    of different splits (a cell re-cut into another number of parts) or seed blocks that
+    overlap would count a seed twice in the joined row."""
+    def label(p):
+        return f"{name}{SEP}{p['part']['index']}"
+
+    splits = {}
+    for p in parts:
+        splits.setdefault(p["part"]["parts"], []).append(label(p))
+    if len(splits) > 1:
+        found = "; ".join(f"{', '.join(names)} of {n}" for n, names in sorted(splits.items()))
+        raise InputError(f"the part records of cell {name} come from different splits "
+                         f"({found}): keep one split's records under results/cells and "
+                         "delete the others'")
+    blocks = sorted((p["part"]["first_seed"], p["part"]["seeds"], label(p)) for p in parts
+                    if p["part"]["seeds"] > 0)
+    for (a, n, one), (b, _, other) in zip(blocks, blocks[1:]):
+        if b < a + n:
+            raise InputError(f"the part records {one} and {other} both hold seed {b}: "
+                             "delete the one that should not count")
+
+
 def join(name, parts):
-    """One record of cell ``name`` from its part records (sorted by index)."""
+    """One record of cell ``name`` from its part records (sorted by index; refused by
+    :func:`check_split` unless they are one split of the cell's seeds)."""
     from minimal_attn.experiments.results_store import summarise  # (it imports this module)
 
+    check_split(name, parts)
     first, n = parts[0], parts[0]["part"]["parts"]
     present = [p["part"]["index"] for p in parts]
     title = first["part"]["title"]
@@ -102,6 +127,8 @@ def join(name, parts):
         result = {split: {k: summarise([v for r in results for v in r[split][k]["per_seed"]])
                           for k in ("accuracy", "saif")} for split in ("train", "test")}
         result["train_seconds"] = sum(r.get("train_seconds") or 0.0 for r in results)
+        if all("seeds" in r for r in results):
+            result["seeds"] = [s for r in results for s in r["seeds"]]
         for key in ("stopped_epochs", "epochs_run", "time_limited"):
             result[key] = {seed: v for r in results for seed, v in (r.get(key) or {}).items()}
         diverged = {seed: v for r in results for seed, v in (r.get("diverged") or {}).items()}

@@ -63,6 +63,7 @@ def fcam_result(results, meta, paradigm):
     per_seed = {split: results[paradigm][split]["per_seed"] for split in ("train", "test")}
     result = {split: {k: summarise([s[k] for s in per_seed[split]])
                       for k in ("accuracy", "saif")} for split in ("train", "test")}
+    result["seeds"] = [s["seed"] for s in per_seed["test"]]      # the per_seed lists' order
     # training time summed over seeds, kept across resumes (batched seeds: their shares)
     result["train_seconds"] = sum(s["seconds"] for s in per_seed["test"])
     result["stopped_epochs"] = meta["stopped_epochs"][paradigm]
@@ -92,6 +93,7 @@ def _run_hatexplain(cell, data_dir, work, device, log, control=None, progress=No
     entry = results[s["paradigm"]]
     result = {split: {k: summarise([x[k] for x in entry[split]["per_seed"]])
                       for k in ("accuracy", "saif")} for split in ("train", "test")}
+    result["seeds"] = [x["seed"] for x in entry["test"]["per_seed"]]
     if entry.get("diverged"):
         result["diverged"] = entry["diverged"]
     return result, {k: meta[k] for k in ("embedding", "epochs", "lr", "batch_size")}, \
@@ -129,6 +131,7 @@ def agreement_result(out):
     from minimal_attn.experiments.agreement_table import COLUMNS
 
     return {"row": [out.get(k) for k in COLUMNS], "columns": list(COLUMNS),
+            "unreached": [k for k in COLUMNS if out.get(k + "_reached") is False],
             "performance": out["runs"]["standard"][-1]["val_perf"],
             "performance_name": out["performance"],
             "steps_run": out["steps_run"], "time_limited": out["time_limited"],

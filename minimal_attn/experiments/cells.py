@@ -26,6 +26,7 @@ from minimal_attn.experiments.cell_catalogue import all_cells
 from minimal_attn.experiments.io import check_output_dir
 from minimal_attn.experiments.results_store import (
     cell_path,
+    code_history,
     code_source,
     provenance,
     read_record,
@@ -232,6 +233,7 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
     work = os.path.join(work_root, name)
     given = inputs(cell, results_dir)        # refused before anything runs
     source = source or code_source()        # the code that runs, before it has run
+    history = code_history(work, source)    # and the code that ran before, if it resumes
     t0 = time.perf_counter()
     control = {"time_limit": time_limit, "compile": compile, "conv_mode": conv_mode}
     result, settings, used = cell_runners.RUNNERS[cell.settings["runner"]](
@@ -241,7 +243,7 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
               "paper": cell.paper or None,
               "provenance": provenance(time.perf_counter() - t0, used,
                                        cell.settings.get("protocol"), command,
-                                       source=source)}
+                                       source=source, history=history)}
     if cell.part is not None:
         record["part"] = dict(cell.part)
     write_cell(results_dir, record, param="results_dir")

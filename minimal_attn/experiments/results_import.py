@@ -12,11 +12,13 @@ partial one that trained further (more epochs or steps in all) than the incoming
 partial one.
 """
 
+import glob
 import os
 import tarfile
 
 from minimal_attn.errors import InputError
-from minimal_attn.experiments.cell_parts import complete, training_done
+from minimal_attn.experiments.cell_catalogue import all_cells
+from minimal_attn.experiments.cell_parts import check_split, complete, training_done
 from minimal_attn.experiments.io import check_output_dir
 from minimal_attn.experiments.results_store import (
     cell_path,
@@ -81,6 +83,7 @@ def import_records(source, results_dir="results"):
     """
     incoming = read_incoming(source)
     check_output_dir(os.path.join(results_dir, "cells"), param="results_dir")
+    _check_splits(incoming, results_dir)
     done = []
     for record in incoming:
         path = cell_path(results_dir, record["cell"])
@@ -110,3 +113,29 @@ def import_records(source, results_dir="results"):
             else "new"
         done.append((record["cell"], f"{how}, {state}"))
     return done
+
+
+def _check_splits(incoming, results_dir):
+    """Refuse incoming parts of a split other than the cell's in the catalogue, or that
+    with the parts already in the store would count a seed twice (:func:`check_split`)."""
+    cells = all_cells()
+    for of in sorted({r["part"]["of"] for r in incoming if "part" in r}):
+        mine = {r["cell"]: r for r in incoming if "part" in r and r["part"]["of"] == of}
+        for name, r in mine.items():
+            if of in cells and r["part"]["parts"] != cells[of].parts:
+                raise InputError(f"{name} is part {r['part']['index']} of "
+                                 f"{r['part']['parts']}, but cell {of} is now cut into "
+                                 f"{cells[of].parts} parts (`attn-dyn cells list`): rerun "
+                                 f"it; {REFUSED}")
+        here = {}
+        for path in glob.glob(os.path.join(results_dir, "cells", glob.escape(of) + "@*.json")):
+            try:
+                r = read_record(path)
+            except InputError:
+                continue                                # a malformed record: replaced
+            here[r["cell"]] = r
+        try:
+            check_split(of, list({**here, **mine}.values()))
+        except InputError as exc:
+            raise InputError(f"{exc} (the store's records with the incoming ones); "
+                             f"{REFUSED}") from None

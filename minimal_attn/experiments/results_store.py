@@ -11,7 +11,9 @@ record in ``results/cells/<name>.json`` in the repository:
 * ``paper``: the paper's numbers for the same cell, where it has them;
 * ``provenance``: commit (and whether the tree had uncommitted changes), date,
   device and card, Python, NumPy, torch and CUDA versions, CPU count, torch's
-  thread count (records since 2026-11-27), wall time and the command line.
+  thread count (records from commit f273412 on), wall time and the command line; a cell
+  resumed by other code names every commit that ran it (``code_history``, records from
+  2026-11-28 on).
 
 :func:`.results_tables.render` turns every record into the Markdown tables of
 ``results/README.md``, and the paper-size ones, briefly, into the README block between
@@ -71,11 +73,48 @@ def code_source(repo=None):
     return _git("rev-parse", "HEAD", cwd=repo), None if dirty is None else bool(dirty)
 
 
+#: The run folder's file listing the code of every process that ran the cell there.
+CODE_HISTORY = "code_history.json"
+
+
+def code_history(work, source):
+    """Add ``source`` (:func:`code_source`, with the time it starts) to the run folder
+    ``work``'s list of the code that ran its cell there, and return the list.
+
+    A cell that resumes trains on checkpoints another commit wrote; its record must name
+    both (:func:`provenance` with ``history``). A damaged list is started anew, with a
+    note that earlier runs are unknown."""
+    path = os.path.join(work, CODE_HISTORY)
+    history = []
+    if os.path.exists(path):
+        try:
+            with open(path, encoding="utf-8") as f:
+                history = json.load(f)
+            if not isinstance(history, list) or not all(isinstance(h, dict) for h in history):
+                raise ValueError
+        except (OSError, ValueError):
+            history = [{"commit": "unknown", "dirty": None, "started": None}]
+    history.append({"commit": source[0], "dirty": source[1],
+                    "started": datetime.datetime.now(datetime.timezone.utc)
+                    .isoformat(timespec="seconds")})
+    ensure_dir(work, "work_root")
+    with atomic_open(path, "w", param="work_root") as f:
+        json.dump(history, f, indent=1)
+    return history
+
+
 def provenance(wall_seconds, device="cpu", protocol=None, command=None, repo=None,
-               source=None):
+               source=None, history=None):
     """Where and how a cell ran: commit, date, device, card, versions, wall time;
-    ``source``: :func:`code_source` when the cell started (default: now)."""
+    ``source``: :func:`code_source` when the cell started (default: now). ``history``
+    (:func:`code_history`): the code of every process that ran the cell in its run
+    folder; when more than one did, ``commit`` names each distinct commit (oldest first),
+    ``dirty`` is true if any tree was, and ``code_history`` keeps the list."""
     commit, dirty = source if source is not None else code_source(repo)
+    if history is not None and len(history) > 1:
+        commit = ",".join(dict.fromkeys(str(h.get("commit")) for h in history))
+        flags = [h.get("dirty") for h in history]
+        dirty = True if any(flags) else None if None in flags else False
     out = {"commit": commit, "dirty": dirty,
            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "device": str(device), "card": "CPU", "python": platform.python_version(),
@@ -83,6 +122,8 @@ def provenance(wall_seconds, device="cpu", protocol=None, command=None, repo=Non
            "cpu_count": os.cpu_count(), "platform": platform.platform(terse=True),
            "protocol": protocol, "wall_seconds": round(float(wall_seconds), 1),
            "command": " ".join(command if command is not None else sys.argv)}
+    if history is not None and len(history) > 1:
+        out["code_history"] = history
     torch = sys.modules.get("torch")
     if torch is not None:
         out["torch"] = torch.__version__

@@ -8,6 +8,8 @@ their files are :mod:`.results_store`'s, which writes these tables into
 paper-size cells, each row's run as card and date).
 """
 
+import math
+
 from minimal_attn.experiments.cell_parts import merge
 
 #: The scales a cell can have (paper, cpu, tiny), in the order the tables list them.
@@ -21,10 +23,18 @@ def _number(x):
 
 
 def _stat(entry):
-    """A metric over seeds as :func:`.results_store.summarise` writes it."""
-    return isinstance(entry, dict) and isinstance(entry.get("per_seed"), list) and \
-        all(_number(v) for v in entry["per_seed"]) and _number(entry.get("mean")) and \
-        _number(entry.get("std"))
+    """A metric over seeds as :func:`.results_store.summarise` writes it: per-seed numbers
+    and the mean and sample std they give (a whole record's row prints the stored ones,
+    a joined cell's recomputes them, so the two must agree)."""
+    from minimal_attn.experiments.results_store import summarise  # (it imports this module)
+
+    if not (isinstance(entry, dict) and isinstance(entry.get("per_seed"), list)
+            and entry["per_seed"] and all(_number(v) for v in entry["per_seed"])
+            and _number(entry.get("mean")) and _number(entry.get("std"))):
+        return False
+    want = summarise(entry["per_seed"])
+    return all(math.isclose(entry[k], want[k], rel_tol=1e-9, abs_tol=1e-12)
+               or math.isnan(entry[k]) and math.isnan(want[k]) for k in ("mean", "std"))
 
 
 def shape_problem(record):
@@ -50,7 +60,8 @@ def shape_problem(record):
         return "its paper entry is not the paper's numbers for its kind"
     if part is not None and (record["kind"] == "table2" or record["cell"] != "{}@{}".format(
             part["of"], part["index"]) or not isinstance(part["title"], str) or not all(
-            isinstance(part[k], int) for k in ("index", "parts", "first_seed", "seeds"))):
+            isinstance(part[k], int) for k in ("index", "parts", "first_seed", "seeds"))
+            or not 1 <= part["index"] <= part["parts"] or part["seeds"] < 0):
         return (f"its part entry (of {part['of']!r}, index {part['index']!r}) does not "
                 "match its cell name and kind")
     result = record["result"]
@@ -72,7 +83,13 @@ def _table1_problem(result):
     for split in ("train", "test"):
         for key in ("accuracy", "saif"):
             if not isinstance(result.get(split), dict) or not _stat(result[split].get(key)):
-                return f"its result has no {split} {key} as per_seed, mean and std"
+                return (f"its result has no {split} {key} as per_seed with the mean and "
+                        "std they give")
+    seeds = result.get("seeds")        # the seed of each per_seed entry (records since 11-28)
+    if seeds is not None and not (
+            isinstance(seeds, list) and all(isinstance(s, int) for s in seeds)
+            and len(set(seeds)) == len(seeds) == len(result["test"]["saif"]["per_seed"])):
+        return "its result's seeds are not one distinct seed per per_seed entry"
     seen = result.get("test_seen")
     if seen is not None and not (
             isinstance(seen, dict)
@@ -94,6 +111,10 @@ def _table2_problem(result):
     if not _number(result.get("performance")) or \
             not isinstance(result.get("performance_name"), str):
         return "its result's performance is not a number with its name"
+    unreached = result.get("unreached")
+    if unreached is not None and not (isinstance(unreached, list)
+                                      and all(c in COLUMNS for c in unreached)):
+        return "its result's unreached is not a list of its row's columns"
     cut = [m for m in MODELS if (result.get("time_limited") or {}).get(m)]
     if cut and not (isinstance(steps, dict) and all(m in steps for m in cut)):
         return "its result's steps_run does not say where the time limit stopped each model"
@@ -212,12 +233,18 @@ def _models_cut(result):
 
 
 def _table2(records, run_on):
+    from minimal_attn.experiments.agreement_table import COLUMNS
+
     cols = ["A(α,β^uf)", "A(β^uf,β^px)", "A(Δ,β^uf)", "A(α,β)", "Â", "ξ(α,β^uf)", "ξ(α,β)", "ξ*"]
     lines = ["| cell | scale | " + " | ".join(cols) + " | performance | run on |",
              "|---" * (len(cols) + 4) + "|"]
     for r in records:
         res = r["result"]
-        ours = " | ".join("-" if v is None else f"{100 * v:.1f}" for v in res["row"])
+        # a xi never reached is the final performance, starred as agreement_table does
+        unreached = set(res.get("unreached") or ())
+        ours = " | ".join("-" if v is None or math.isnan(v) else
+                          f"{100 * v:.1f}" + ("*" if c in unreached else "")
+                          for c, v in zip(res.get("columns") or COLUMNS, res["row"]))
         title = r["title"] + _models_cut(res)
         lines.append(f"| {title} | {r['scale']} | {ours} | "
                      f"{100 * res['performance']:.1f} | {run_on(r)} |")
@@ -260,9 +287,10 @@ def render(records, brief=False):
         return _short(record, brief)
 
     out = []
-    for kind, heading, table in (("table1", "V&R Table 1 (test set, %)", _table1),
-                                 ("table2", "Snell Table 2 (%)", _table2),
-                                 ("synthetic", "Snell synthetic tasks", _synthetic)):
+    tables = (("table1", "V&R Table 1 (test set, %: mean ± sample std over seeds)", _table1),
+              ("table2", "Snell Table 2 (%)", _table2),
+              ("synthetic", "Snell synthetic tasks", _synthetic))
+    for kind, heading, table in tables:
         mine = [r for r in records if r["kind"] == kind]
         if mine:
             out += [f"**{heading}**", ""] + table(mine, run_on) + [""]
@@ -277,5 +305,7 @@ def render(records, brief=False):
     else:
         out.append("Scale `paper`: the paper's size; `cpu`: reduced to fit the 2-core machine; "
                    "`tiny`: a smoke cell. 'run on': card, date, commit (+: uncommitted "
-                   "changes), wall time (summed over a cell's parts).")
+                   "changes; several: every commit that trained the cell, across its parts "
+                   "and resumes), wall time (summed over a cell's parts). Table 2: a starred "
+                   "ξ (80.0*) was never reached and is given as the final performance.")
     return "\n".join(out) + "\n"
