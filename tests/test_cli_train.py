@@ -85,6 +85,18 @@ def test_numpy_linear_orthogonal_and_resume_of_a_finished_run(tmp_path):
     assert again.exit_code == 0, again.output
     after = json.loads((out / "results.json").read_text())
     assert after == before        # the training time of finished seeds is kept too
+    # a resume that leaves out a paradigm (or a seed) would write results without it
+    files = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    for narrower in (["--paradigm", "lv"], ["--paradigm", "lv,sa", "--seeds", "1",
+                                              "--first-seed", "1"]):
+        r = run(*NUMPY, "--dataset", "linear-orthogonal", *narrower, "--out", str(out),
+                "--resume")
+        assert r.exit_code == 2 and r.output.count("Error:") == 1, r.output
+        assert "leaves out" in r.output and "Traceback" not in r.output
+        assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == files
+    wider = run(*args, "--seeds", "2", "--resume")                      # more is fine
+    assert wider.exit_code == 0, wider.output
+    assert len(json.loads((out / "results.json").read_text())["lv"]["test"]["per_seed"]) == 2
 
 
 def test_resume_without_checkpoint_starts_fresh(tmp_path):
@@ -271,9 +283,11 @@ def test_per_paradigm_learning_rates_and_resume_checks_only_what_matters(tmp_pat
     again = run(*NUMPY, "--paradigm", "sa,hybrid", "--lr", "sa=0.3", "--hybrid-lr", "0.1",
                 "--out", str(out), "--resume")
     assert again.exit_code == 2 and "hybrid_seed0.ckpt" in again.stderr, again.output
+    assert "sa_seed0.ckpt" not in again.stderr
+    # resuming SA alone would write a results.json without the hybrid: refused
     sa_only = run(*NUMPY, "--paradigm", "sa", "--lr", "sa=0.3", "--hybrid-lr", "0.1",
                   "--switch-epoch", "2", "--out", str(out), "--resume")
-    assert sa_only.exit_code == 0, sa_only.output
+    assert sa_only.exit_code == 2 and "leaves out paradigms hybrid" in sa_only.output
 
 
 @pytest.mark.parametrize("option", [("--stop-loss", "0.7"), ("--threshold", "0.3")])

@@ -143,9 +143,15 @@ def test_resume_with_more_epochs_refused_before_any_run_trains(tmp_path, train_r
     assert snapshot(out) == before
     again = run(*TRAIN, "--epochs", "1", "--out", out, "--resume")
     assert again.exit_code == 0, again.output
+    # without the hybrid: here its results would be dropped; in a copy, extended
     more = run(*TRAIN, "--paradigm", "sa,ha,lv", "--epochs", "2", "--out", out,
                "--resume")
-    assert more.exit_code == 0, more.output          # without the hybrid: extended
+    refused_in_one_line(more, "leaves out paradigms hybrid", "copy its checkpoints/")
+    shutil.copytree(out / "checkpoints", tmp_path / "three" / "checkpoints")
+    out = tmp_path / "three"
+    more = run(*TRAIN, "--paradigm", "sa,ha,lv", "--epochs", "2", "--out", out,
+               "--resume")
+    assert more.exit_code == 0, more.output
     history = [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines()]
     assert sorted((h["paradigm"], h["epoch"]) for h in history) == [
         ("ha", 1), ("ha", 2), ("lv", 1), ("lv", 2), ("sa", 1), ("sa", 2)]

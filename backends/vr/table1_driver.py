@@ -23,6 +23,7 @@ image mosaics, the NumPy linear FCAM's vector mosaics) and
 :class:`.hatexplain_table1.HateXplainTable1` (HateXplain posts, the text FCAM).
 """
 
+import json
 import os
 from typing import Optional, Protocol, Sequence
 
@@ -105,6 +106,7 @@ def run_table1(data, out=None, resume=False, progress=None, log=None, on_epoch=N
         check_run_folder(out, "train")             # not another command's run folder
     data.load(log)
     if resume:
+        _check_scope(data, out)
         _check_checkpoints(data, out)
     epoch_done = HistoryLog(out).epoch_callback(log, lambda r: format_epoch(r, data.focus),
                                                 on_epoch)
@@ -130,6 +132,28 @@ def run_table1(data, out=None, resume=False, progress=None, log=None, on_epoch=N
     except KeyboardInterrupt:
         raise KeyboardInterrupt("interrupted; " + resume_note(out)) from None
     return results, meta
+
+
+def _check_scope(data, out):
+    """Refuse a resume that leaves out paradigms or seeds of the run in ``out``: its
+    results.json and history.jsonl are written anew from this call's runs, so theirs
+    would be lost while their checkpoints and figures stay (a superset is fine)."""
+    try:
+        with open(os.path.join(out, "config.json"), encoding="utf-8") as f:
+            old = json.load(f)
+        before = {"paradigm": list(old["paradigms"]), "seed": list(old["seeds"])}
+    except (OSError, ValueError, KeyError, TypeError):
+        return                       # no finished run here yet: the checkpoints decide
+    now = {"paradigm": list(data.paradigms), "seed": list(data.seeds)}
+    dropped = {k: [v for v in before[k] if v not in now[k]] for k in before}
+    if any(dropped.values()):
+        left = "; ".join(f"{k}s {', '.join(map(str, v))}" for k, v in dropped.items() if v)
+        raise InputError(f"{out} holds a run of paradigms {', '.join(before['paradigm'])} and "
+                         f"seeds {', '.join(map(str, before['seed']))}; this resume leaves out "
+                         f"{left}, whose results it would drop: resume with the run's "
+                         "paradigms and seeds (more is fine), or copy its checkpoints/ to "
+                         "another --out and resume there",
+                         param=("resume", "out"))
 
 
 def _check_checkpoints(data, out):
