@@ -97,7 +97,7 @@ def fixed_focus(out, as_json, paradigms, alphas, **options):
       attn-dyn fixed-focus --setting cifar10 --data-dir DIR --epochs 5 --out runs/ff10
     """
     from minimal_attn.experiments import fixed_focus as lib
-    from minimal_attn.experiments.io import check_output_dir
+    from minimal_attn.experiments.run_folders import check_output_set
 
     cfg = config(FixedFocusConfig, paradigms=_paradigms(paradigms), **options,
                  alphas=[a for a in alphas.split(",") if a.strip()])
@@ -111,7 +111,7 @@ def fixed_focus(out, as_json, paradigms, alphas, **options):
                              "pip install torch==2.13.0, or use --setting "
                              "linear-orthogonal") from None
     if out is not None:
-        check_output_dir(out)
+        check_output_set(out, "fixed-focus")
     with ProgressBar() as bar:
         result = run(cfg, progress=bar)
     if out is not None:

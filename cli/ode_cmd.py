@@ -65,14 +65,14 @@ def ode(paradigm, m, n_classes, t_max, alpha, simulate, lr, t_eval, out, as_json
       attn-dyn ode --alpha 0.4 --m 20 --classes 20 --json --t-eval 10,100
     """
     from minimal_attn.experiments import ode as lib
-    from minimal_attn.experiments.io import check_output_dir
+    from minimal_attn.experiments.run_folders import check_output_set
 
     cfg = config(OdeConfig, paradigms=parse_paradigms(paradigm, LOSS_PARADIGMS), m=m,
                  n_classes=n_classes, t_max=t_max, alpha=alpha, simulate=simulate, lr=lr,
                  t_eval=parse_float_list(t_eval, "--t-eval"))
     lib.validate(cfg)
     if out is not None:
-        check_output_dir(out)
+        check_output_set(out, "ode")
     with ProgressBar() as bar:
         result = lib.run_ode(cfg, progress=bar)
     if out is not None:

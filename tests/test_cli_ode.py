@@ -177,3 +177,38 @@ def test_a_groups_subcommands_lend_their_options():
                      param="results_dir")
     assert _as_option(exc, cells) == ("cannot write to --results; choose a writable "
                                       "--results")
+
+
+def test_m20_c20_runs_to_figure4s_final_time_and_other_settings_to_100():
+    for (m, c), t_end in (((20, 20), 1000.0), ((5, 3), 100.0), ((7, 3), 100.0)):
+        r = run("ode", "--paradigm", "sa", "--m", str(m), "--classes", str(c), "--json")
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.stdout)["sa"]["t"][-1] == t_end
+
+
+def test_a_rerun_replaces_the_last_runs_files_and_other_runs_are_refused(tmp_path):
+    out = tmp_path / "o"
+    first = run("ode", "--m", "5", "--classes", "3", "--t-max", "2", "--simulate",
+                "--out", str(out))
+    assert first.exit_code == 0 and len(list(out.iterdir())) == 7, first.output
+    again = run("ode", "--paradigm", "sa", "--m", "3", "--classes", "2", "--t-max", "2",
+                "--out", str(out))
+    assert again.exit_code == 0, again.output
+    assert sorted(p.name for p in out.iterdir()) == ["ode.png", "ode_sa.csv"]
+    # fixed-focus and train refuse the ode folder, and ode theirs, writing nothing
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    for args in (["fixed-focus", "--paradigm", "sa", "--alphas", "0.5", "--epochs", "2"],
+                 ["train", "--backend", "numpy", "--epochs", "1", "--n-train", "20",
+                  "--n-test", "10", "--m", "3", "--paradigm", "sa"]):
+        r = run(*args, "--out", str(out))
+        assert r.exit_code == 2 and "holds an attn-dyn ode run" in r.output, r.output
+        assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    ff = tmp_path / "ff"
+    made = run("fixed-focus", "--paradigm", "sa,ha", "--alphas", "0.5", "--epochs", "2",
+               "--out", str(ff))
+    assert made.exit_code == 0 and (ff / "fixed_focus_ha.csv").exists(), made.output
+    r = run("ode", "--paradigm", "sa", "--m", "3", "--classes", "2", "--out", str(ff))
+    assert r.exit_code == 2 and "holds an attn-dyn fixed-focus run" in r.output
+    made = run("fixed-focus", "--paradigm", "sa", "--alphas", "0.5", "--epochs", "2",
+               "--out", str(ff))
+    assert made.exit_code == 0 and not (ff / "fixed_focus_ha.csv").exists()

@@ -17,6 +17,7 @@ naming the parameter (``out`` by default).
 
 import contextlib
 import csv
+import glob
 import json
 import os
 import shutil
@@ -177,12 +178,14 @@ def _sweep_stale(folder, keep, suffix="", prefix=_TMP_PREFIX, folders=False):
 
 
 @contextlib.contextmanager
-def staged_folder(path, param="out"):
+def staged_folder(path, param="out", replaces=()):
     """Yield a staging folder; on success move its files into ``path`` together.
 
     ``path`` is created only now (so a failed or interrupted run leaves no empty
     folder); on any failure the staged files are deleted and a folder created
-    here is removed again.
+    here is removed again. ``replaces``: glob patterns of the files of the set this one
+    replaces (the same command's earlier output): those the new set does not overwrite
+    are removed after it has moved in, so the folder never mixes two runs.
     """
     created = not os.path.isdir(path)
     ensure_dir(path, param)
@@ -191,8 +194,13 @@ def staged_folder(path, param="out"):
         stage = tempfile.mkdtemp(prefix=_STAGE_PREFIX, dir=path)
         _sweep_stale(path, os.path.basename(stage), prefix=_STAGE_PREFIX, folders=True)
         yield stage
-        for name in sorted(os.listdir(stage)):
+        new = sorted(os.listdir(stage))
+        for name in new:
             os.replace(os.path.join(stage, name), os.path.join(path, name))
+        for pattern in replaces:
+            for old in glob.glob(os.path.join(glob.escape(path), pattern)):
+                if os.path.basename(old) not in new and os.path.isfile(old):
+                    os.unlink(old)
     except BaseException as exc:
         if created:
             shutil.rmtree(path, ignore_errors=True)

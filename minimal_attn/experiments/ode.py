@@ -49,9 +49,12 @@ def settings(cfg):
     if cfg.m is None and cfg.n_classes is None:
         out = [(m, c, t if cfg.t_max is None else cfg.t_max) for m, c, t in FIGURE4_SETTINGS]
     else:
-        m0, c0, t0 = FIGURE4_SETTINGS[0]
-        out = [(m0 if cfg.m is None else cfg.m, c0 if cfg.n_classes is None else cfg.n_classes,
-                t0 if cfg.t_max is None else cfg.t_max)]
+        m0, c0, _ = FIGURE4_SETTINGS[0]
+        m, c = m0 if cfg.m is None else cfg.m, c0 if cfg.n_classes is None else cfg.n_classes
+        # the final time of Figure 4's setting of this m and C (1000 for m = C = 20), else 100
+        t0 = next((t for fm, fc, t in FIGURE4_SETTINGS if (fm, fc) == (m, c)),
+                  FIGURE4_SETTINGS[0][2])
+        out = [(m, c, t0 if cfg.t_max is None else cfg.t_max)]
     for m, c, t in out:
         check_int_at_least("m (segments per mosaic)", m, 2, param="m")
         check_int_at_least("n_classes", c, 2, param="n_classes")
@@ -159,11 +162,14 @@ def file_names(result):
 
 
 def write_ode(result, out):
-    """Write the CSVs (columns t, mu, nu, alpha, beta) and ``ode.png`` into ``out``, all or none."""
+    """Write the CSVs (columns t, mu, nu, alpha, beta) and ``ode.png`` into ``out``, all or
+    none; they replace the files of an earlier ``ode`` run there."""
     from minimal_attn.experiments.io import staged_folder, write_csv
     from minimal_attn.experiments.plots import plot_trajectories
+    from minimal_attn.experiments.run_folders import MARKS, check_run_folder
 
-    with staged_folder(out) as stage:
+    check_run_folder(out, "ode")         # and the set of its last run here is replaced
+    with staged_folder(out, replaces=MARKS["ode"]) as stage:
         for name, res in file_names(result).items():
             write_csv(os.path.join(stage, name), list(COLUMNS),
                       zip(*(res[k] for k in COLUMNS)))

@@ -1,7 +1,8 @@
 r"""Which command's run an output folder holds, checked before a command writes into it.
 
 Every command that trains into ``--out`` (``train``, ``synthetic``, ``train-seq``,
-``agreement``) reads back and writes over files of its own names there; two commands
+``agreement``) reads back and writes over files of its own names there (``ode`` and
+``fixed-focus`` replace the set of files of their last run there); two commands
 share some names (``results.json``, ``config.json``, ``checkpoints/``), so one
 pointed at another's folder would replace that run's results with its own.
 :func:`check_run_folder` refuses such a folder in one line, with or without resume,
@@ -17,7 +18,7 @@ import json
 import os
 
 from minimal_attn.errors import InputError
-from minimal_attn.experiments.io import check_new_run
+from minimal_attn.experiments.io import check_new_run, check_output_dir
 
 #: command -> paths (relative to the run folder; glob patterns) that only its runs write
 MARKS = {
@@ -28,6 +29,9 @@ MARKS = {
                   *(f"runs/{model}/history.json" for model in
                     ("standard", "second", "uniform", "frozen"))),
     "sweep": ("sweep.json",),
+    # these two write their files as one set, which replaces the set of their last run
+    "ode": ("ode_*.csv", "ode.png"),
+    "fixed-focus": ("fixed_focus_*.csv", "fixed_focus_losses.png", "focus_incentives.png"),
 }
 
 
@@ -56,6 +60,13 @@ def run_commands(out):
     if by_results is not None:
         found.setdefault(by_results, "results.json")
     return found
+
+
+def check_output_set(out, command, param="out"):
+    """Before computing, for a command that writes one set of files into ``out`` (``ode``,
+    ``fixed-focus``): ``out`` is writable and holds no other command's run."""
+    check_output_dir(out, param)
+    check_run_folder(out, command, param=param)
 
 
 def check_run_folder(out, command, resume=None, param="out"):
