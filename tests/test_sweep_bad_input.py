@@ -276,3 +276,23 @@ def test_an_option_and_its_grid_key_must_agree(tmp_path):
     r = sweep("--grid", "m=3", "paradigm=sa", "threads=1", "--threads", "1", "--list",
               "--out", str(tmp_path / "o"))
     assert r.exit_code == 0 and r.output.split() == ["t1-synthetic-m3-sa"], r.output
+
+
+def test_a_sweep_whose_cells_need_a_missing_torch_is_one_line(tmp_path, monkeypatch):
+    """Refused before anything is written, not one failed cell after another."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "torch" else real(name, *a))
+    for grid, refused in ((["dataset=synthetic", "epochs=1", "paradigm=sa"], True),
+                          (["table=2", "task=classify"], True),
+                          (["backend=numpy", "dataset=linear-orthogonal", "epochs=1",
+                            "n_train=20", "n_test=10", "m=3", "paradigm=sa"], False)):
+        out = tmp_path / grid[0].replace("=", "-")
+        r = CliRunner().invoke(cli, ["sweep", "--grid", *grid, "--out", str(out)])
+        if refused:
+            assert r.exit_code == 2 and r.output.count("Error:") == 1, r.output
+            assert "need torch" in r.output and not out.exists()
+        else:
+            assert r.exit_code == 0 and (out / "results.json").exists(), r.output

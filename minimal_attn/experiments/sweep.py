@@ -17,6 +17,7 @@ Nothing lost, nothing done twice:
   still runs, and the caller learns of the failure from the return value.
 """
 
+import importlib.util
 import json
 import os
 import sys
@@ -101,6 +102,8 @@ def run_sweep(out, grid=None, engine="local", resume=False, engine_options=None,
                              "continue the sweep in out", param="grid")
         grid = stored_grid(out)
     cells = expand(grid)
+    if engine == "local":              # a Ray or Slurm node may have what this one lacks
+        _check_torch(cells)
     extra = operational(grid)
     if extra.get("data_dir") is not None:             # not one failed cell each
         check_folder(extra["data_dir"], param="data_dir")
@@ -116,6 +119,17 @@ def run_sweep(out, grid=None, engine="local", resume=False, engine_options=None,
     log(f"merged {len(entries)} of {len(cells)} cells into {out}: results.json, summary.csv, "
         "summary.md, figures/")
     return report
+
+
+def _check_torch(cells):
+    """Refuse, before anything is written, cells that need torch where it is missing (every
+    cell but the NumPy backend's): else each would fail alone, after the sweep started."""
+    needy = [c.name for c in cells
+             if c.kind != "table1" or c.settings.get("backend", "torch") != "numpy"]
+    if needy and importlib.util.find_spec("torch") is None:
+        raise InputError(f"{len(needy)} cell(s) of this sweep ({needy[0]}, ...) need torch, "
+                         "which is not installed: pip install torch==2.13.0 (the CPU build), "
+                         "or sweep backend=numpy")
 
 
 def _drive(out, cells, extra, runner, retries, log, command):
