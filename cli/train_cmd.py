@@ -163,7 +163,8 @@ def _task_belongs_to_train_seq(ctx, param, value):
 @click.option("--momentum", type=float, default=D.momentum, show_default=True,
               help="SGD momentum of the CNN (the numpy backend uses plain GD).")
 @click.option("--switch-epoch", default=None,
-              help="Hybrid: first epoch of HA (SA before), or auto: when SA's mean a_z "
+              help="Hybrid: number N of SA epochs before HA (HA from the history's epoch "
+                   "N+1; 0: HA throughout), or auto: when SA's mean a_z "
                    "(a_z* for hatexplain) has risen and stalled, or SA met --stop-loss "
                    "[default: epochs // 2].")
 @click.option("--threshold", type=float, default=D.threshold, show_default=True,

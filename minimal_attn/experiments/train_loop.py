@@ -149,7 +149,8 @@ class TrainConfig:
                                                  history[-1].get("phase"))
 
     def fixed_switch(self):
-        """The hybrid's first HA epoch when fixed; None for ``auto`` (chosen while training)."""
+        """The hybrid's number of SA epochs (0-based index of its first HA epoch; the
+        history's epochs count from 1) when fixed; None for ``auto`` (chosen while training)."""
         if self.switch_epoch == "auto":
             return None
         return self.epochs // 2 if self.switch_epoch is None else int(self.switch_epoch)
