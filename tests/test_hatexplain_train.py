@@ -291,6 +291,10 @@ def test_a_seed_that_diverges_is_recorded_and_the_others_go_on(toy_dir, tmp_path
         assert entry["test"]["per_seed"][k // 2]["accuracy"] == \
             clean["lv"]["test"]["per_seed"][k]["accuracy"]
     assert json.loads((out / "results.json").read_text())["lv"]["diverged"] == entry["diverged"]
+    md = (out / "summary.md").read_text()           # the summaries say which seeds they average
+    assert "Diverged, left out of the means: lv seed 1." in md
+    assert "| 0, 2 (seed 1 diverged) |" in md
+    assert (out / "summary.csv").read_text().splitlines()[1].endswith(",0 2,1")
     with pytest.raises(DivergedError, match="lv seed 1 diverged"):
         run_hatexplain(replace(config, on_divergence="stop"), toy_dir)
     bad.update({0, 2})

@@ -19,7 +19,7 @@ results.
 """
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Optional, Tuple
 
 from minimal_attn import PARADIGMS
@@ -34,9 +34,27 @@ HATEXPLAIN_LR = {"sa": 0.1, "ha": 0.1, "lv": 0.3}
 HYBRID_HA_LR = 0.01
 
 
+#: TrainConfig's fields the text FCAM never reads -> why; TextTrainConfig refuses any
+#: value but the default rather than train as if it had been applied.
+IGNORED = {
+    "optimizer": "the HateXplain FCAMs train with SGD and momentum (V&R App. A.3)",
+    "focus_init": "the text FCAM's focus always starts uniform (output layer zero)",
+    "width": "the text FCAM's size is fixed by App. A.3 (choose the embedding)",
+    "classifier": "the text FCAM's classifier is App. A.3's (choose the embedding)",
+    "pixels": "posts have no pixels",
+    "m": "a post has no fixed m; the rates are App. A.3's",
+    "chunk": "it applies to the CNN FCAM only",
+    "compile": "it applies to the seed-batched CNN trainer only",
+    "conv_mode": "it applies to the seed-batched CNN trainer only",
+    "precision": "it applies to the seed-batched CNN trainer only",
+    "dataset": "the text FCAM trains on HateXplain only",
+}
+
+
 @dataclass
 class TextTrainConfig(TrainConfig):
-    """One training run of a text FCAM; the fields of TrainConfig plus the embedding."""
+    """One training run of a text FCAM; the fields of TrainConfig (those in
+    :data:`IGNORED` left at their defaults) plus the embedding."""
 
     embedding: str = "standard"          # standard (HateXplain-1) or self-attention (-2)
     batch_size: int = 128                # not in the paper; LV at lr 0.3 diverged at 32
@@ -49,6 +67,12 @@ class TextTrainConfig(TrainConfig):
 
         super().__post_init__()
         self.embedding = check_embedding(self.embedding)
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in IGNORED and value != f.default:
+                raise InputError(f"{f.name}={value!r} does not apply to the text FCAM: "
+                                 f"{IGNORED[f.name]}; leave {f.name} at {f.default!r}",
+                                 param=f.name)
 
     def rates(self, table=None):
         """Appendix A.3's rates unless given; the hybrid's HA phase defaults to 0.01."""
@@ -91,7 +115,8 @@ def run_hatexplain(config, data_dir, out_dir=None, resume=False, progress=None, 
     history record. Returns ``(results, meta)``:
     ``results[paradigm]["train"|"test"]["accuracy"|"saif"]`` are means over
     seeds (fractions), with ``_std``, ``per_seed``, heat maps and post counts, and
-    ``diverged`` (seed -> error) where ``config.on_divergence`` is ``"record"``.
+    ``diverged`` (seed -> error) where ``config.on_divergence`` is ``"record"``;
+    ``summary.csv`` and ``summary.md`` name the seeds each paradigm's means average.
     """
     return run_table1(HateXplainTable1(config, data_dir), out_dir, resume, progress, log,
                       on_epoch, on_divergence=config.on_divergence)
@@ -206,6 +231,8 @@ def _check(config):
     for name, value in (("epochs", t.epochs), ("seeds", config.seeds),
                         ("batch_size", t.batch_size), ("min_count", config.min_count)):
         _named(check_int_at_least, name, value, 1)
+    if config.max_len is not None:                          # None: posts are not cut
+        _named(check_int_at_least, "max_len", config.max_len, 1)
     rates = [("lr", v) for v in (config.lr or {}).values()] + [
         (name, getattr(t, name)) for name in ("lr", "hybrid_lr")]
     for name, value in rates:

@@ -41,8 +41,8 @@ from typing import Dict, List
 import numpy as np
 
 from minimal_attn import saif
-from minimal_attn.datasets.text import Vocab, open_text
-from minimal_attn.errors import InputError
+from minimal_attn.datasets.text import UNK, Vocab, open_text
+from minimal_attn.errors import InputError, check_int_at_least
 
 PAD = "<pad>"
 #: Class names by layout, in label-id order.
@@ -131,6 +131,16 @@ def _read_jsonl(path):
     return rows, {}
 
 
+def _votes(where, annotators):
+    """Label id -> votes of a post's ``annotators``: a list of objects, each with a label."""
+    if not isinstance(annotators, list) or not annotators or not all(
+            isinstance(a, dict) and "label" in a for a in annotators):
+        raise InputError(f"{where}: annotators must be a list of objects, each with a label, "
+                         'as in the original dataset.json ([{"label": "normal", ...}, ...]); '
+                         f"got {json.dumps(annotators)[:60]}")
+    return collections.Counter(_label_id(where, a["label"], "original") for a in annotators)
+
+
 def _read_original(path):
     """Rows of ``dataset.json``: majority label, majority-aggregated rationale."""
     data = _load_json(path, "HateXplain file")
@@ -144,13 +154,14 @@ def _read_original(path):
             raise InputError(f"{where} needs the keys annotators, rationales, post_tokens")
         tokens = post["post_tokens"]
         _check_post(where, tokens, [0] * len(tokens) if isinstance(tokens, list) else [])
-        votes = collections.Counter(_label_id(where, a.get("label"), "original")
-                                    for a in post["annotators"])
-        label, count = votes.most_common(1)[0] if votes else (None, 0)
+        votes = _votes(where, post["annotators"])
+        label, count = votes.most_common(1)[0]
         if 2 * count <= sum(votes.values()):
             undecided += 1                 # no majority label: dropped, as HateXplain does
             continue
-        lists = [_check_post(where, tokens, r) for r in post.get("rationales") or []]
+        given = post.get("rationales") or []             # a non-list fails _check_post
+        lists = [_check_post(where, tokens, r) for r in (given if isinstance(given, list)
+                                                         else [given])]
         marks = np.sum(lists, axis=0) if lists else np.zeros(len(tokens), dtype=np.int64)
         rationale = (2 * marks > len(lists)).astype(np.int8)        # strict majority
         if CLASSES["original"][label] == "normal":
@@ -236,15 +247,20 @@ def encode_splits(data, min_count=2, max_len=None):
     """Vocabulary from the training split and every split padded, Appendix A.3.
 
     ``<pad>`` is id 0 and ``<unk>`` id 1; words seen fewer than ``min_count``
-    times in the training split become ``<unk>``. Posts longer than
-    ``max_len`` are cut (None: no cut).
+    times in the training split become ``<unk>``, and so does a post's literal
+    ``<pad>`` or ``<unk>`` (an ordinary word, never the padding, which the mask
+    alone marks). Posts longer than ``max_len`` (None or an int >= 1) are cut.
 
     Returns
     -------
     vocab : minimal_attn.datasets.text.Vocab
     encoded : dict split -> Encoded
     """
-    words = Vocab.build(data.splits["train"].tokens, min_count=min_count)
+    if max_len is not None:
+        max_len = check_int_at_least("max_len", max_len, 1, param="max_len")
+    tokens = {name: [[UNK if w == PAD else w for w in t] if PAD in t else t
+                     for t in posts.tokens] for name, posts in data.splits.items()}
+    words = Vocab.build(tokens["train"], min_count=min_count)
     if len(words) == 1:                                     # <unk> alone
         raise InputError(f"no word occurs min_count = {min_count} times in the training "
                          "posts, so every word would be <unk>; lower min_count",
@@ -253,9 +269,9 @@ def encode_splits(data, min_count=2, max_len=None):
     encoded = {}
     for name, posts in data.splits.items():
         lengths = np.array([len(t) for t in posts.tokens], dtype=np.int64)
-        length = int(lengths.max(initial=1)) if max_len is None else int(max_len)
+        length = int(lengths.max(initial=1)) if max_len is None else max_len
         mask = np.arange(length)[None, :] < lengths[:, None]                # (N, L)
-        encoded[name] = Encoded(pad(vocab.encode_all(posts.tokens), length), mask,
+        encoded[name] = Encoded(pad(vocab.encode_all(tokens[name]), length), mask,
                                 pad(posts.rationale, length, dtype=bool), posts.y)
     return vocab, encoded
 

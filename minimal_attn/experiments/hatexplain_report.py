@@ -13,11 +13,14 @@ over seeds, with ``_std`` and ``per_seed``), ``config.json``,
 ``history.jsonl``, ``summary.csv``, ``summary.md`` (:func:`summary_markdown`
 here), heat maps and ``instances_<paradigm>_seed<k>.npz`` (per-post
 :math:`a_{z^*}`, :math:`s_y`, ``has_rationale``). This module adds only what
-is HateXplain's: the paper's rows and the posts with and without a rationale.
+is HateXplain's: the paper's rows, the posts with and without a rationale, and
+per paradigm the seeds its means average (a seed that diverged under
+``on_divergence="record"`` is named and left out; summary.csv's ``seeds`` and
+``diverged_seeds`` columns are every run's, :func:`.train_report.write_results`).
 """
 
 from minimal_attn.experiments import train_report
-from minimal_attn.experiments.train_report import mean_std, pct
+from minimal_attn.experiments.train_report import mean_std, pct, seeds_used
 
 #: V&R Table 1 (test set, %): embedding -> row name, SAIF and accuracy per paradigm.
 PAPER_ROWS = {
@@ -29,7 +32,8 @@ PAPER_ROWS = {
                        "accuracy": {"ha": 49.8, "sa": 49.63, "hybrid": 49.0, "lv": 44.7}},
 }
 SUMMARY_HEADER = ["paradigm", "train accuracy (%)", "train SAIF (%)", "test accuracy (%)",
-                  "test SAIF (%)", "paper accuracy (%)", "paper SAIF (%)", "seconds / seed"]
+                  "test SAIF (%)", "paper accuracy (%)", "paper SAIF (%)", "seconds / seed",
+                  "seeds averaged"]
 POST_COUNTS = ("n", "n_posts", "n_without_rationale")
 
 
@@ -43,11 +47,17 @@ def aggregate(runs):
     return entry
 
 
+def _seeds_cell(entry):
+    used, diverged = seeds_used(entry)
+    return ", ".join(map(str, used)) + (f" (seed {', '.join(map(str, diverged))} diverged)"
+                                        if diverged else "")
+
+
 def summary_rows(results, embedding):
     paper = PAPER_ROWS[embedding]
     return [[p, pct(e["train"], "accuracy"), pct(e["train"], "saif"),
              pct(e["test"], "accuracy"), pct(e["test"], "saif"),
-             paper["accuracy"][p], paper["saif"][p], f"{e['seconds']:.1f}"]
+             paper["accuracy"][p], paper["saif"][p], f"{e['seconds']:.1f}", _seeds_cell(e)]
             for p, e in results.items()]
 
 
@@ -57,8 +67,12 @@ def summary_markdown(results, meta):
     name = PAPER_ROWS[embedding]["name"]
     test = next(iter(results.values()))["test"]
     classes = "binary (toxic / non-toxic)" if layout == "binary" else "3-class"
+    diverged = [f"{p} seed {k}" for p, e in results.items() for k in seeds_used(e)[1]]
     lines = [f"HateXplain, {embedding} embedding ({name}), {classes}, "
-             f"{len(meta['seeds'])} seed(s), {meta['epochs']} epochs, on {meta['device']}.",
+             f"{len(meta['seeds'])} seed(s) trained per paradigm, {meta['epochs']} epochs, "
+             f"on {meta['device']}; each row averages the seeds it names.",
+             *([f"Diverged, left out of the means: {', '.join(diverged)}."] if diverged
+               else []),
              f"SAIF counts the {test['n']} test posts with a rationale; the other "
              f"{test['n_without_rationale']} count for accuracy only.",
              f"Paper columns: V&R Table 1 row {name}, test set, 3-class task"

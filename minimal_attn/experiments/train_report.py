@@ -160,6 +160,13 @@ class HistoryLog:
                             f.write(json.dumps(record) + "\n")
 
 
+def seeds_used(entry):
+    """(the seeds one paradigm's means average, those that diverged and are left out:
+    ``entry["diverged"]``, seeds trained one by one with ``on_divergence="record"``)."""
+    return ([s["seed"] for s in entry["test"]["per_seed"]],
+            sorted(int(k) for k in entry.get("diverged", {})))
+
+
 def write_results(out, results, runs, meta, summary=None, title=None):
     """Write the result set into ``out``; ``results.json`` goes last (the completion mark).
 
@@ -178,16 +185,17 @@ def write_results(out, results, runs, meta, summary=None, title=None):
     by_m = [] if m is None else [m]          # text FCAMs have no fixed m
     header = ["paradigm"] + ["m"] * len(by_m) + [
         f"{split}_{k}{s}" for split in ("train", "test") for k in ("accuracy", "saif")
-        for s in ("_mean", "_std")]
+        for s in ("_mean", "_std")] + ["seeds", "diverged_seeds"]
     rows = [[p] + by_m + [e[split][k + s] for split in ("train", "test")
                           for k in ("accuracy", "saif") for s in ("", "_std")]
+            + [" ".join(map(str, seeds)) for seeds in seeds_used(e)]
             for p, e in results.items()]
     write_csv(os.path.join(out, "summary.csv"), header, rows)
     write_text(os.path.join(out, "summary.md"),
                summary if summary is not None else summary_markdown(results, m, dataset))
     title = title or f"m={m}"
-    n_seeds = len(meta["seeds"])
     for p, entry in results.items():
+        n_seeds = len(seeds_used(entry)[0])
         for split in ("train", "test"):
             plot_heatmap(entry[split]["heatmap"],
                          f"{p.upper()} {split}, {title} (mean of {n_seeds} seed(s))",
