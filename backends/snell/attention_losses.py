@@ -156,14 +156,22 @@ def over_target_chunks(fn, per_t, t_axis, chunk):
 
 
 # --------------------------------------------------------------- the hybrid's switch
+def switch_deadline(steps):
+    """``auto``'s latest switch: ``steps - steps // 4`` (at least one step before the end),
+    so HA trains for at least a quarter of the steps. Training evaluates at this step
+    whenever the switch is ``auto`` (``.train``, ``.synthetic_train``), so the deadline
+    is met exactly, whatever the evaluation schedule."""
+    return steps - max(1, steps // 4)
+
+
 def switch_now(focus, m, step, steps):
     r"""``auto``: switch at ``step`` once SA's focus has risen and stalled, or at the latest.
 
     V&R's rule for the FCAMs (:func:`minimal_attn.experiments.train_loop.auto_switch`)
     with the mean :math:`\max_l \alpha_{t,l}` (``focus``, one value per evaluation so
-    far) in place of :math:`a_z` and ``m`` positions; at the latest ``steps - steps // 4``
-    (at least one step earlier), so HA gets a quarter of the steps.
+    far) in place of :math:`a_z` and ``m`` positions; at the latest
+    :func:`switch_deadline` (``steps - steps // 4``).
     """
     from minimal_attn.experiments.train_loop import auto_switch
 
-    return bool(auto_switch(list(focus), m) or step >= steps - max(1, steps // 4))
+    return bool(auto_switch(list(focus), m) or step >= switch_deadline(steps))

@@ -11,7 +11,11 @@ r"""LSTM attention models of Snell et al. (2021), Sections 2.1, 2.2, 2.4 and App
   2-layer LSTM decoder started from the encoder's last states (the two
   directions concatenated), dot attention Snell Eq. (1) :math:`a_{t,l} = s_t^T W h_l`,
   context Snell Eq. (2), :math:`p_t = N([c_t, s_t])` with one ReLU hidden layer,
-  probe Snell Eq. (4) :math:`\beta_{t,l} = N([h_l, s_t])_{y_t}`.
+  probe Snell Eq. (4) :math:`\beta_{t,l} = N([h_l, s_t])_{y_t}`. Dropout (``dropout``,
+  training only) on the embeddings, between the LSTM layers and on N's inputs
+  :math:`c_t, s_t` (HA/LV: :math:`h_l, s_t`), not on the attention scores; A.8 says
+  only "The LSTMs used dropout 0.5", so the places are our choice. The classifier
+  has none.
 
 ``rule`` (an attribute, default ``"sa"``) is the paradigm whose inference rule
 gives the output (V&R Sec. 2.3; :mod:`.attention_losses`): ``sa`` reads the

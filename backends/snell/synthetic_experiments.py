@@ -155,6 +155,9 @@ def check_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_d
     check_seeds("first_seed", first_seed, seeds, param="first_seed")
     if pool_seed is not None:
         _check_count("pool_seed", pool_seed, 0)
+        if task == "multihead" and first_seed < pool_seed:    # seed s takes head set s - pool_seed
+            raise InputError(f"first_seed {first_seed} is below pool_seed {pool_seed}: number "
+                             "the multi-head seeds from the pool's seed on", param="first_seed")
     if head_pool is not None:
         if task != "multihead":
             raise InputError(f"a head pool is for task multihead, not {task}: drop it",

@@ -8,9 +8,12 @@ alone. Every candidate is a run of its own in a seed-batched model, so the pool
 can be screened in blocks (:func:`screen_candidates`) and labelled once joined
 (:func:`label_pool`); :func:`screen_heads` screens a whole pool and caches it.
 Seed ``s`` of *all-bad* draws ``K`` distinct bad heads, *one-good* one good and
-``K - 1`` bad ones, *independent* ``K`` unscreened heads (:func:`multihead_runs`).
+``K - 1`` bad ones, *independent* ``K`` unscreened heads (:func:`multihead_runs`); the
+seeds of a scenario get distinct head sets (:func:`head_sets`), since they share the
+rest of the model and a repeated set would repeat the run.
 """
 
+import math
 import os
 from dataclasses import asdict, replace
 
@@ -100,33 +103,69 @@ def check_head_pool(head_pool, pool_seed, pool, config):
                          "settings (or pass none)", param="head_pool")
 
 
+def head_sets(scenario, screened, heads, count):
+    """The first ``count`` distinct head sets of ``scenario`` (sorted lists of head seeds).
+
+    One random stream keyed on the scenario (not on a seed) draws sets (*all-bad*: ``K``
+    distinct bad heads; *one-good*: one good and ``K - 1`` bad) and keeps each new set
+    (as a set: Eq. (21) sums the contexts, so order is no difference), so seed index
+    ``i`` takes the ``i``-th: any block of seeds draws what the whole set draws. Needs
+    ``count <= n_head_sets(...)``.
+    """
+    good, bad = screened["good"], screened["bad"]
+    rng = np.random.default_rng([52, SCENARIOS.index(scenario)])
+    seen, out = set(), []
+    while len(out) < count:
+        chosen = [] if scenario == "all-bad" else [rng.choice(good)]
+        chosen = sorted(int(h) for h in chosen + list(rng.choice(bad, heads - len(chosen),
+                                                                 replace=False)))
+        if tuple(chosen) not in seen:
+            seen.add(tuple(chosen))
+            out.append(chosen)
+    return out
+
+
+def n_head_sets(scenario, screened, heads):
+    """How many distinct head sets the pool holds: C(n_bad, K) for all-bad,
+    n_good * C(n_bad, K - 1) for one-good."""
+    n_good, n_bad = len(screened["good"]), len(screened["bad"])
+    if scenario == "all-bad":
+        return math.comb(n_bad, heads)
+    return n_good * math.comb(n_bad, heads - 1)
+
+
 def multihead_runs(seeds, first_seed, heads, screened, pool_seed=None):
     """Runs of the three Sec. 5.2 scenarios and the scenarios the pool cannot fill.
 
     Seeds ``first_seed .. first_seed + seeds - 1``; every run starts the rest of the
-    model from ``pool_seed`` (default ``first_seed``) on its data stream. Seed ``s``
-    draws its heads from ``s`` alone, so a block of seeds runs as in the whole set.
+    model from ``pool_seed`` (default ``first_seed``) on its data stream, so the seeds of
+    a scenario differ only in their heads, and each gets a head set of its own: seed
+    ``s`` takes the ``(s - pool_seed)``-th distinct set (:func:`head_sets`), so a block
+    of seeds runs as in the whole set. A scenario whose pool holds too few distinct sets
+    is skipped, with the reason.
     """
     pool_seed = first_seed if pool_seed is None else pool_seed
-    good, bad = screened["good"], screened["bad"]
+    if first_seed < pool_seed:
+        raise InputError(f"first_seed {first_seed} is below pool_seed {pool_seed}: number "
+                         "the multi-head seeds from the pool's seed on", param="first_seed")
+    need = first_seed - pool_seed + seeds              # seed indices 0 .. need - 1
     runs, skipped = [], {}
     for scenario in SCENARIOS:
-        if scenario == "all-bad" and len(bad) < heads:
-            skipped[scenario] = f"{len(bad)} bad heads in the pool, need {heads}: raise --pool"
-            continue
-        if scenario == "one-good" and (not good or len(bad) < heads - 1):
-            skipped[scenario] = (f"{len(good)} good and {len(bad)} bad heads in the pool, "
-                                 f"need 1 and {heads - 1}: raise --pool")
-            continue
-        for s in range(first_seed, first_seed + seeds):
-            rng = np.random.default_rng([52, s])
-            if scenario == "independent":
-                chosen = [INDEPENDENT_HEAD_OFFSET + s * heads + k for k in range(heads)]
-            elif scenario == "all-bad":
-                chosen = list(rng.choice(bad, heads, replace=False))
-            else:
-                chosen = [rng.choice(good)] + list(rng.choice(bad, heads - 1, replace=False))
-            runs.append(Run("permutation", s, init_seed=pool_seed,
-                            head_seeds=[int(h) for h in chosen], data_seed=pool_seed,
-                            label=scenario))
+        if scenario == "independent":       # fresh heads, distinct for distinct seeds
+            sets = [[INDEPENDENT_HEAD_OFFSET + s * heads + k for k in range(heads)]
+                    for s in range(first_seed, first_seed + seeds)]
+        else:
+            have = n_head_sets(scenario, screened, heads)
+            if have < need:
+                kind = (f"{heads} bad heads" if scenario == "all-bad" else
+                        f"1 good and {heads - 1} bad heads")
+                skipped[scenario] = (
+                    f"the pool ({len(screened['good'])} good, {len(screened['bad'])} bad "
+                    f"heads) holds {have} distinct sets of {kind}; seeds {pool_seed}-"
+                    f"{first_seed + seeds - 1} need {need}: raise --pool or lower --seeds")
+                continue
+            sets = head_sets(scenario, screened, heads, need)[first_seed - pool_seed:]
+        for s, chosen in zip(range(first_seed, first_seed + seeds), sets):
+            runs.append(Run("permutation", s, init_seed=pool_seed, head_seeds=list(chosen),
+                            data_seed=pool_seed, label=scenario))
     return runs, skipped

@@ -9,7 +9,8 @@ Adam step; because the runs share no parameter and Adam is elementwise, run
 ``r`` follows the same trajectory as if it were trained alone
 (``tests/test_synthetic_models.py`` checks this for 3 seeds).
 
-Every ``eval_every`` steps each run is scored on its own fixed test sample
+Every ``eval_every`` steps (an ``auto`` hybrid also at its latest switch,
+:func:`.attention_losses.switch_deadline`) each run is scored on its own fixed test sample
 (teacher-forced token accuracy for seq2seq, accuracy and the Sec. 6.1 log-odds
 gamma for the keyword classifier) and the whole state (parameters, Adam,
 curves) is written to ``checkpoint`` in the shared format of
@@ -238,6 +239,7 @@ def train_runs(runs, config, checkpoint=None, progress=None, resume=True, log=No
     import torch
 
     from minimal_attn.backends.snell import synthetic_graph
+    from minimal_attn.backends.snell.attention_losses import switch_deadline
 
     t0, stopped_at = time.perf_counter(), None
     synthetic_graph.check_compile(config.compile, config.device)
@@ -262,8 +264,11 @@ def train_runs(runs, config, checkpoint=None, progress=None, resume=True, log=No
                              param="paradigm")
         curves.setdefault("switch_step", switch_steps(config, len(runs)))
     switches = curves.get("switch_step", [None] * len(runs))
+    auto = config.paradigm == "hybrid" and config.switch_step == "auto"
     if start == 0 and not curves["step"]:
         _record(curves, 0, evaluate(params, runs, config, phases=phases_at(config, 0, switches)))
+        if auto:            # one step in all: the deadline is step 0
+            _auto_switch(curves, switches, 0, config)
     step_of = synthetic_graph.step_runner(
         params, optimizer, lambda b, p: _loss(params, b, keyword, config.uniform, p)[0],
         config.compile, log)
@@ -271,14 +276,15 @@ def train_runs(runs, config, checkpoint=None, progress=None, resume=True, log=No
         batch = _stack_batches(runs, step, config.batch_size, device)
         done = step + 1
         loss = step_of(batch, phases_at(config, step, switches), done)
-        if done % config.eval_every == 0 or done == config.steps:
+        if done % config.eval_every == 0 or done == config.steps or \
+                (auto and done == switch_deadline(config.steps)):
             value = float(loss.detach().mean())
             if not np.isfinite(value):
                 raise DivergedError(f"training diverged at step {done} (loss {value}); "
                                     "lower --lr", param="lr")
             _record(curves, done, evaluate(params, runs, config,
                                            phases=phases_at(config, done, switches)))
-            if config.paradigm == "hybrid" and config.switch_step == "auto":
+            if auto:
                 _auto_switch(curves, switches, done, config)
             if checkpoint is not None:
                 _save(checkpoint, settings, {
@@ -299,7 +305,7 @@ def train_runs(runs, config, checkpoint=None, progress=None, resume=True, log=No
 
 def _auto_switch(curves, switches, done, config):
     """Switch each run still in SA whose focus has risen and stalled (m = L), or at the
-    latest step (:func:`.attention_losses.switch_now`)."""
+    latest step (:func:`.attention_losses.switch_now`; ``train_runs`` evaluates there)."""
     from minimal_attn.backends.snell.attention_losses import switch_now
 
     for r, s in enumerate(switches):

@@ -3,7 +3,8 @@ r"""Training one LSTM attention model of Snell et al. (2021), Appendix A.8, with
 :func:`train_seq` trains a :class:`~.seq_models.Classifier` or
 :class:`~.seq_models.Seq2Seq` with Adam and evaluates it at the paper's
 steps (classification: 0, 10, 50, 100, 150, 200, 250 and every 250;
-translation: 0, 50, 100, 500, 1000, 1500 and every 2000; the last step always).
+translation: 0, 50, 100, 500, 1000, 1500 and every 2000; the last step always; an
+``auto`` hybrid also at its latest switch, :func:`.attention_losses.switch_deadline`).
 At every evaluation step it writes ``eval_<step>.npz`` with the validation
 (and optionally training-subset) attention alpha, the probe beta (for the
 uniform and frozen models at every step, for the others at the last step) and
@@ -27,7 +28,7 @@ from dataclasses import asdict
 import numpy as np
 import torch
 
-from minimal_attn.backends.snell.attention_losses import phase, switch_now
+from minimal_attn.backends.snell.attention_losses import phase, switch_deadline, switch_now
 from minimal_attn.backends.snell.batches import SplitTensors
 from minimal_attn.backends.snell.config import (  # noqa: F401 (re-exported)
     LATER_DEFAULTS,
@@ -180,7 +181,7 @@ def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, l
     _write_changed(os.path.join(out_dir, "config.json"),
                    {**{k: v for k, v in asdict(c).items() if k not in ("time_limit", "threads")},
                     "data": task.info})
-    evals, done = c.eval_steps(), {h["step"] for h in history}
+    evals, done = _eval_steps(c), {h["step"] for h in history}
     switch = c.switch_step
     if switch == "auto":        # chosen while training, recorded in the history
         switch = next((h["switch_step"] for h in history if "switch_step" in h), None)
@@ -247,6 +248,14 @@ def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, l
         tick()
     return {"config": asdict(c), "history": history, "out_dir": out_dir,
             "stopped_at": stopped_at}
+
+
+def _eval_steps(c):
+    """The paper's evaluation steps, and an auto hybrid's latest switch (so it is met)."""
+    evals = c.eval_steps()
+    if c.switch_step == "auto":
+        evals = sorted(set(evals) | {switch_deadline(c.steps)})
+    return evals
 
 
 def _sync_every(device):
