@@ -119,12 +119,17 @@ def predict(params, X, paradigm, log_attention=None):
 
 
 def train(params, X, y, paradigm, lr, steps, switch_step=None, batch_size=None,
-          seed=0, log_attention=None, callback=None):
+          seed=0, log_attention=None, callback=None, shuffle=False):
     """Plain (full-batch or mini-batch) gradient descent on the linear FCAM.
 
     ``paradigm="hybrid"`` trains SA for ``switch_step`` steps, then HA
     (Section 5 of the paper). ``callback(step, params, loss)`` runs after every
     step. Returns the final parameters and the list of per-step losses.
+
+    Mini-batches (``batch_size``) are ``batch_size`` instances drawn without replacement
+    at every step; with ``shuffle`` they are instead consecutive slices of a permutation
+    drawn anew every ``ceil(N / batch_size)`` steps, so those steps are one pass over the
+    data (an epoch; the last slice holds the remainder).
     """
     paradigm = check_paradigm(paradigm)
     if paradigm == "hybrid" and switch_step is None:
@@ -133,11 +138,18 @@ def train(params, X, y, paradigm, lr, steps, switch_step=None, batch_size=None,
     xp = get_xp(X, y)
     params = {k: xp.asarray(v, copy=True) for k, v in params.items()}
     n = X.shape[0]
+    per_pass = -(-n // batch_size) if batch_size is not None else 1
     history = []
     for step in range(steps):
         Xb, yb, la = X, y, log_attention
         if batch_size is not None:
-            idx = like(xp, rng.choice(n, batch_size, replace=False), X)
+            if shuffle:
+                if step % per_pass == 0:
+                    order = rng.permutation(n)
+                k = step % per_pass
+                idx = like(xp, order[k * batch_size:(k + 1) * batch_size], X)
+            else:
+                idx = like(xp, rng.choice(n, batch_size, replace=False), X)
             Xb, yb = xp.take(X, idx, axis=0), xp.take(y, idx, axis=0)
             la = None if la is None else xp.take(la, idx, axis=0)
         value, grads = loss_and_grad(params, Xb, yb, losses.phase(paradigm, step, switch_step), la)

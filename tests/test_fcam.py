@@ -112,3 +112,32 @@ def test_hybrid_switches_halfway_by_default():
     np.testing.assert_array_equal(d_hist, g_hist)
     np.testing.assert_array_equal(default["W"], given["W"])
     assert not np.array_equal(d_hist, o_hist)            # the switch step shows in the loss
+
+
+@pytest.mark.parametrize("n, batch", [(10, 3), (12, 4), (7, 7)])
+def test_shuffled_batches_pass_over_every_instance_once_per_epoch(n, batch, monkeypatch):
+    """``shuffle``: ceil(n / batch) steps see every instance exactly once (the linear
+    backend's epoch), a fresh order each pass; without it, batches are drawn at random."""
+    D = data.linear_orthogonal(n, 3, 2, seed=1)
+    D.X[:, 0, 0] = np.arange(n)                  # instance ids in a coordinate the loss reads
+    seen = []
+    real = fcam.loss_and_grad
+
+    def spy(params, X, y, paradigm, la=None):
+        seen.append(X[:, 0, 0].astype(int).tolist())
+        return real(params, X, y, paradigm, la)
+    monkeypatch.setattr(fcam, "loss_and_grad", spy)
+    per_pass = -(-n // batch)
+    p0 = fcam.init_params(D.X.shape[2], 2)
+    fcam.train(p0, D.X, D.y, "sa", lr=0.1, steps=2 * per_pass, batch_size=batch, seed=3,
+               shuffle=True)
+    passes = [sum(seen[k * per_pass:(k + 1) * per_pass], []) for k in (0, 1)]
+    assert all(sorted(p) == list(range(n)) for p in passes)
+    assert [len(b) for b in seen[:per_pass]] == [batch] * (n // batch) + (
+        [n % batch] if n % batch else [])
+    if n > batch:
+        assert passes[0] != passes[1]
+        seen.clear()
+        fcam.train(p0, D.X, D.y, "sa", lr=0.1, steps=20 * per_pass, batch_size=batch, seed=3)
+        drawn = [sum(seen[k * per_pass:(k + 1) * per_pass], []) for k in range(20)]
+        assert any(sorted(p) != list(range(n)) for p in drawn)      # a random draw repeats

@@ -3,8 +3,9 @@ r"""Training the linear FCAM of the core on vector mosaics (V&R Section 2.3, Tab
 Vashisht & Ramaswamy (2023), Section 2.3: focus :math:`f(x) = u^\top x`,
 classifier :math:`g(x) = W x`, trained from zero (uniform focus) by plain
 mini-batch gradient descent (:func:`minimal_attn.fcam.train`, no momentum).
-Epoch ``e`` draws ``ceil(N / batch_size)`` batches from a generator seeded by
-``(seed, e)``, so a resumed run repeats the uninterrupted one exactly. The
+Epoch ``e`` is one pass over the training mosaics: a permutation drawn from a generator
+seeded by ``(seed, e)``, cut into ``ceil(N / batch_size)`` batches (as the CNN's epochs),
+so a resumed run repeats the uninterrupted one exactly. The
 epochs, checkpoints and results come from the shared skeleton
 :func:`minimal_attn.experiments.epochs.run_epochs` (the CNN twin is
 ``minimal_attn.backends.vr.train.train_run``).
@@ -52,7 +53,7 @@ class LinearTrainer:
         batch = min(self.config.batch_size, n)
         self.params, values = linear_fcam.train(
             self.params, train.X, train.y, phase, lr, self.steps(batch), batch_size=batch,
-            seed=[self.config.seed, epoch], callback=lambda s, p, v: step(v))
+            seed=[self.config.seed, epoch], callback=lambda s, p, v: step(v), shuffle=True)
         a = losses.attention(train.X @ self.params["u"])                    # (N, m)
         s = linear_fcam.predict(self.params, train.X, phase)                # (N, C)
         return (float(np.mean(values)), float(np.mean(s.argmax(1) == train.y)),
