@@ -126,14 +126,23 @@ def test_batch_loss_of_the_split_equals_the_list_route(torch_one_thread):
         assert torch.equal(a, b) and torch.isfinite(a)
 
 
-def test_tiled_saliency_equals_one_backward_per_word(torch_one_thread):
-    # the GPU's route (copies of the batch, one backward per group) on the CPU
+@pytest.mark.parametrize("rule, budget", [("sa", None), ("lv", None), ("lv", 4096),
+                                          ("ha", 4096)])
+def test_tiled_saliency_equals_one_backward_per_word(torch_one_thread, monkeypatch, rule,
+                                                      budget):
+    # the GPU's route (copies of the batch, one backward per group) on the CPU; an HA or LV
+    # model's per-word route takes its (B, T, L, V) chunks one at a time (a small budget:
+    # several chunks, which the tiled route checkpoints)
+    from minimal_attn.backends.snell import attention_losses
     from minimal_attn.backends.snell.eval import _saliency, _saliency_tiled
 
+    if budget is not None:
+        monkeypatch.setattr(attention_losses, "CPU_CHUNK_BYTES", budget)
     task = _task("translate")
     c = SeqTrainConfig(task="translate", hidden=8, out_hidden=8, dropout=0.5).resolved()
     torch.manual_seed(4)
     model = build_model(task, c).eval()
+    model.rule = rule
     b = SplitTensors(task, task.val_src, task.val_tgt, "cpu").batch(np.arange(9))
     loop = _saliency(model, task, b.x, b.lengths, b.y, b.y_in, tiled=False)
     assert loop.shape == (9, b.y.shape[1], b.x.shape[1])

@@ -25,7 +25,7 @@ as high as words that help it).
 import numpy as np
 import torch
 
-from minimal_attn.backends.snell.attention_losses import token_loss
+from minimal_attn.backends.snell.attention_losses import chunk_size, token_loss
 from minimal_attn.backends.snell.batches import SeqBatch
 
 BOS, EOS = 1, 2
@@ -107,10 +107,34 @@ def _saliency(model, task, x, lengths, y, y_in=None, tiled=None):
             sign = (2 * y - 1).to(out["logit"].dtype)
             logp = torch.nn.functional.logsigmoid(sign * out["logit"])[:, None]   # (B, 1)
         else:
-            out = model(x, lengths, y_in, emb=emb)
-            logp = out["logp"].gather(-1, y.clamp(max=task.n_vocab - 1)[..., None])[..., 0]
+            positional = model.rule != "sa"
+            out = model(x, lengths, y_in, emb=emb, rule="none" if positional else None)
+            y = y.clamp(max=task.n_vocab - 1)
+            if positional:
+                return _saliency_by_chunks(model, out, y, emb)
+            logp = out["logp"].gather(-1, y[..., None])[..., 0]
         delta = []
         for t in range(logp.shape[1]):    # examples are independent: one backward per t
+            (g,) = torch.autograd.grad(logp[:, t].sum(), emb, retain_graph=True)
+            delta.append((g * emb).sum(-1))                              # (B, L)
+    return torch.stack(delta, 1)                                         # (B, T, L)
+
+
+def _saliency_by_chunks(model, out, y, emb):
+    """:func:`_saliency` of an HA or LV model: log p_t[y_t] (its rule over the (B, T, L, V)
+    per-position distributions) one chunk of target words at a time, each chunk a graph of
+    its own. Taken over all words at once, the chunks would be checkpointed and every
+    word's backward would recompute all of them (T times the forward: an LV translation's
+    last evaluation took 55 of its 67 s); here each chunk is computed once."""
+    B, L = out["h"].shape[:2]
+    chunk = chunk_size(B * L * (model.N2.out_features + model.N1.out_features),
+                       out["h"].element_size(), device=out["h"].device)
+    delta = []
+    for t0 in range(0, y.shape[1], chunk):
+        part = slice(t0, t0 + chunk)         # at most one chunk: map_positions keeps it whole
+        logp = model.infer_logp(out["h"], out["s"][:, part], out["log_alpha"][:, part],
+                                model.rule).gather(-1, y[:, part, None])[..., 0]
+        for t in range(logp.shape[1]):
             (g,) = torch.autograd.grad(logp[:, t].sum(), emb, retain_graph=True)
             delta.append((g * emb).sum(-1))                              # (B, L)
     return torch.stack(delta, 1)                                         # (B, T, L)
