@@ -180,3 +180,23 @@ def test_threads_are_the_rows_and_shared_out_among_the_workers(tmp_path, shared_
     with pytest.raises(InputError, match="threads must be an integer >= 1"):
         run_agreement(AgreementConfig(dataset="sst2", data_dir=str(shared_data / "sst2"),
                                       threads=0, **TINY), str(tmp_path / "o"))
+
+
+def test_a_worker_whose_parent_is_gone_before_it_starts_stops_at_once():
+    """The parent's pid comes from the parent: a worker whose parent was killed while it
+    imported torch (it is then init's child) must not start its job."""
+    import multiprocessing
+
+    from minimal_attn.backends.snell.workers import _child
+
+    ctx = multiprocessing.get_context("spawn")
+    for parent, alive in ((os.getpid(), True), (os.getpid() + 10**6, False)):
+        inbox = ctx.Queue()
+        # the job (os.makedirs with keywords it refuses) fails at once if it starts
+        proc = ctx.Process(target=_child, args=(os.makedirs, ("x",), "job", 1, inbox, parent))
+        proc.start()
+        proc.join(120)
+        if alive:
+            assert inbox.get(timeout=30)[:2] == ("error", "job")
+        else:
+            assert proc.exitcode == 1 and inbox.empty()

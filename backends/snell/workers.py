@@ -64,7 +64,8 @@ def run_jobs(jobs, workers, task=None, progress=None, log=None, threads=1, label
                 name = waiting.pop(0)
                 fn, args, _ = jobs[name]
                 running[name] = ctx.Process(target=_child, name=f"attn-dyn {name}",
-                                            args=(fn, args, name, threads, inbox), daemon=True)
+                                            args=(fn, args, name, threads, inbox, os.getpid()),
+                                            daemon=True)
                 running[name].start()
                 began[name] = time.perf_counter()
             try:
@@ -106,15 +107,17 @@ def run_jobs(jobs, workers, task=None, progress=None, log=None, threads=1, label
     return seconds
 
 
-def _child(fn, args, name, threads, inbox):
-    """A spawned worker: one job, its progress and log lines sent to the parent."""
+def _child(fn, args, name, threads, inbox, parent):
+    """A spawned worker: one job, its progress and log lines sent to the parent (pid
+    ``parent``, given by it: read here after the slow torch import, a parent killed
+    meanwhile would already be init, and its orphan would train on)."""
     import signal
 
     import torch
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C: run_jobs stops us
     torch.set_num_threads(threads)
-    last, parent = [0.0], os.getppid()
+    last = [0.0]
 
     def progress(_label, done, total, note=None):
         if os.getppid() != parent:        # the parent was killed (e.g. by a time limit):
@@ -124,6 +127,8 @@ def _child(fn, args, name, threads, inbox):
             last[0] = now
             inbox.put(("progress", name, done, total, note))
 
+    if os.getppid() != parent:            # killed while this worker started
+        os._exit(1)
     try:
         fn(*args, task=None, progress=progress, log=lambda line: inbox.put(("log", name, line)))
     except InputError as err:
