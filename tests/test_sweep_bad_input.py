@@ -296,3 +296,17 @@ def test_a_sweep_whose_cells_need_a_missing_torch_is_one_line(tmp_path, monkeypa
             assert "need torch" in r.output and not out.exists()
         else:
             assert r.exit_code == 0 and (out / "results.json").exists(), r.output
+
+
+def test_a_sweep_into_another_commands_run_folder_is_refused(tmp_path):
+    """Its merged results.json and summaries would replace that run's."""
+    out = tmp_path / "train-run"
+    made = CliRunner().invoke(cli, ["train", "--backend", "numpy", "--epochs", "1",
+                                    "--n-train", "20", "--n-test", "10", "--m", "3",
+                                    "--paradigm", "sa", "--out", str(out)])
+    assert made.exit_code == 0, made.output
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    r = CliRunner().invoke(cli, ["sweep", "--grid", "backend=numpy", "epochs=1", "m=3",
+                                 "paradigm=sa", "--out", str(out)])
+    assert r.exit_code == 2 and "holds an attn-dyn train run" in r.output, r.output
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
