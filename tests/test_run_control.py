@@ -159,3 +159,28 @@ def test_the_train_command_takes_the_options(tmp_path):
     assert ["test acc" in ln for ln in lines] == [False, True, True]
     bad = CliRunner().invoke(cli, ["train", "--eval-every", "0", "--no-progress"])
     assert bad.exit_code == 2 and "--eval-every" in bad.output
+
+
+def test_a_time_limited_run_resumed_has_the_uninterrupted_history(splits, tmp_path,
+                                                                  monkeypatch):
+    """The cut epoch (2, not due with eval_every 4) is scored for the partial run; once
+    continued, its history carries no test score there, as the uninterrupted run's."""
+    full = train_run(config(eval_every=4), splits.train, splits.test)
+    calls = []
+    real = TrainConfig.deadline
+    # the clock is read before an epoch, after it and at its checkpoint (3 reads an
+    # epoch): time runs out during epoch 2, before its test set would be due
+    monkeypatch.setattr(TrainConfig, "deadline",
+                        lambda self: (lambda: calls.append(1) or len(calls) >= 5))
+    out = str(tmp_path / "limited")
+    cut = train_run(config(eval_every=4, time_limit=60.0), splits.train, splits.test,
+                    out_dir=out)
+    assert cut["history"][-1]["epoch"] == 2 and cut["history"][-1]["test_accuracy"] is not None
+    monkeypatch.setattr(TrainConfig, "deadline", real)
+    resumed = train_run(config(eval_every=4, time_limit=60.0), splits.train, splits.test,
+                        out_dir=out, resume=True)
+    keys = ("epoch", "loss", "test_accuracy", "test_saif")
+    assert [[h[k] for k in keys] for h in resumed["history"]] == \
+        [[h[k] for k in keys] for h in full["history"]]
+    assert [h["test_accuracy"] is None for h in full["history"]] == \
+        [True, True, True, False, False]

@@ -152,6 +152,15 @@ def _resume(configs, trainer, fingerprint, out_dir, log):
     return saved
 
 
+def _drop_cut_evaluation(history, config):
+    """A time limit scores the test set after the epoch it cuts, due or not (a partial
+    run's history ends scored); the run that continues it drops that score when the epoch
+    was not due, so its history is the uninterrupted run's."""
+    if history and not config.stopped(history) and \
+            not config.due(config.eval_every, history[-1]["epoch"] - 1):
+        history[-1].update(test_accuracy=None, test_saif=None)
+
+
 def run_seeds(configs, trainer, fingerprint, out_dir=None, resume=False, progress=None,
               callback=None, log=None):
     """Train the S lanes of ``trainer``, lane k with ``configs[k]`` (one paradigm and
@@ -179,6 +188,8 @@ def run_seeds(configs, trainer, fingerprint, out_dir=None, resume=False, progres
         if saved[0][0] is not None:
             trainer.restore([payload for _, payload in saved])
             metas = [meta for meta, _ in saved]
+            for meta, c in zip(metas, configs):
+                _drop_cut_evaluation(meta["history"], c)
     start = max(meta["epoch"] for meta in metas)
     rates = [c.rates(trainer.LR_TABLE) for c in configs]
     test_eval = [None] * S           # per lane: (rule, evaluation) of its latest epoch
