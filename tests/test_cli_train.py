@@ -273,6 +273,19 @@ def test_the_interface_independent_checks_use(tmp_path, torch_one_thread):
     assert (out / "history.jsonl").read_text().count("\n") == len(records)
 
 
+def test_the_default_switch_epoch_given_explicitly_resumes(tmp_path):
+    """--switch-epoch epochs // 2 is the default: a run resumes with or without it."""
+    out = tmp_path / "h"
+    first = run(*NUMPY, "--paradigm", "hybrid", "--out", str(out))
+    assert first.exit_code == 0, first.output
+    same = run(*NUMPY, "--paradigm", "hybrid", "--switch-epoch", "1", "--out", str(out),
+               "--resume")
+    assert same.exit_code == 0, same.output
+    other = run(*NUMPY, "--paradigm", "hybrid", "--switch-epoch", "2", "--out", str(out),
+                "--resume")
+    assert other.exit_code == 2 and "switch_epoch=None (now 2)" in other.output
+
+
 def test_per_paradigm_learning_rates_and_resume_checks_only_what_matters(tmp_path):
     out = tmp_path / "lr"
     first = run(*NUMPY, "--paradigm", "sa,hybrid", "--lr", "sa=0.3,lv=0.2", "--out", str(out))

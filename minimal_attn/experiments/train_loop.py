@@ -203,7 +203,10 @@ def affecting(config, table):
             out[key] = getattr(config, key)
     out["lr"] = config.rates(table)
     if config.paradigm == "hybrid":
-        out["switch_epoch"] = config.switch_epoch
+        switch = config.switch_epoch
+        if switch not in (None, "auto") and int(switch) == config.epochs // 2:
+            switch = None            # the default, epochs // 2, given explicitly: one setting
+        out["switch_epoch"] = switch
         out["epochs"] = config.epochs
     return out
 
