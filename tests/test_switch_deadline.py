@@ -8,6 +8,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from test_seq_train import StopError, _stop_at  # noqa: E402 (a run cut at an evaluation)
+
 from minimal_attn.backends.snell.attention_losses import switch_deadline  # noqa: E402
 from minimal_attn.backends.snell.synthetic_train import (  # noqa: E402
     Run,
@@ -21,17 +23,6 @@ from minimal_attn.datasets.seq import TextTask  # noqa: E402
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
 STEPS, EVERY = 8, 4            # evaluations at 0, 4, 8: none on the deadline
 DEADLINE = STEPS - STEPS // 4
-
-
-class StopError(Exception):
-    pass
-
-
-def _stop_at(step):
-    def progress(label, done, total, note=None):
-        if done == step and note is not None:        # the evaluation at ``step`` is written
-            raise StopError
-    return progress
 
 
 def test_the_deadline_leaves_ha_a_quarter_of_the_steps_and_at_least_one():
