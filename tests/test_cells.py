@@ -546,3 +546,29 @@ def test_gpu_cells_runs_cells_end_to_end_on_the_cpu_and_packs_what_comes_home(tm
                                       "--results", str(home)])
     assert result.exit_code == 0, result.output
     assert cells.finished("tiny-t1-synthetic-sa", str(home))
+
+
+def test_a_refused_cell_takes_back_its_code_history(tmp_path, monkeypatch):
+    """A runner that refuses (or lacks torch) leaves the run folder's code history as it
+    was, and no folder it created."""
+    def refuse(*args, **kwargs):
+        raise InputError("refused")
+
+    def succeed(cell, data_dir, work, device, log, control=None, progress=None, inputs=None):
+        return {"conditions": {}}, {}, "cpu"
+    work = tmp_path / "w" / "deeper"
+    monkeypatch.setitem(cells.cell_runners.RUNNERS, "synthetic", refuse)
+    with pytest.raises(InputError, match="refused"):
+        cells.run_cell("tiny-synthetic-copy", None, str(tmp_path / "r"), str(work),
+                       source=("a" * 40, False))
+    assert not (tmp_path / "w").exists()
+    monkeypatch.setitem(cells.cell_runners.RUNNERS, "synthetic", succeed)
+    cells.run_cell("tiny-synthetic-copy", None, str(tmp_path / "r"), str(work),
+                   source=("a" * 40, False))
+    history = work / "tiny-synthetic-copy" / results_store.CODE_HISTORY
+    before = history.read_bytes()
+    monkeypatch.setitem(cells.cell_runners.RUNNERS, "synthetic", refuse)
+    with pytest.raises(InputError):
+        cells.run_cell("tiny-synthetic-copy", None, str(tmp_path / "r"), str(work),
+                       source=("b" * 40, False))
+    assert history.read_bytes() == before

@@ -16,15 +16,18 @@ of each on a card, and :mod:`.cell_views` reads a run folder back (curves, seen 
 unseen test images).
 """
 
+import contextlib
 import os
+import shutil
 import time
 from dataclasses import replace
 
 from minimal_attn.errors import InputError
 from minimal_attn.experiments import cell_costs, cell_parts, cell_runners
 from minimal_attn.experiments.cell_catalogue import all_cells
-from minimal_attn.experiments.io import check_output_dir
+from minimal_attn.experiments.io import atomic_open, check_output_dir
 from minimal_attn.experiments.results_store import (
+    CODE_HISTORY,
     cell_path,
     code_history,
     code_source,
@@ -233,11 +236,16 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
     work = os.path.join(work_root, name)
     given = inputs(cell, results_dir)        # refused before anything runs
     source = source or code_source()        # the code that runs, before it has run
+    undo = _undo_history(work)
     history = code_history(work, source)    # and the code that ran before, if it resumes
     t0 = time.perf_counter()
     control = {"time_limit": time_limit, "compile": compile, "conv_mode": conv_mode}
-    result, settings, used = cell_runners.RUNNERS[cell.settings["runner"]](
-        cell, folder, work, device, log or (lambda line: None), control, progress, given)
+    try:
+        result, settings, used = cell_runners.RUNNERS[cell.settings["runner"]](
+            cell, folder, work, device, log or (lambda line: None), control, progress, given)
+    except (InputError, ImportError):       # refused, or torch missing: nothing is left
+        undo()
+        raise
     record = {"format": 1, "cell": name, "kind": cell.kind, "scale": cell.scale,
               "title": cell.title, "settings": settings, "result": result,
               "paper": cell.paper or None,
@@ -248,6 +256,30 @@ def run_cell(name, data_root, results_dir="results", work_root="runs/cells", dev
         record["part"] = dict(cell.part)
     write_cell(results_dir, record, param="results_dir")
     return record
+
+
+def _undo_history(work):
+    """A function that takes back what :func:`.results_store.code_history` is about to
+    write in ``work``: the file as it was, and the folders it created if nothing else
+    was written in them."""
+    path, existed, old = os.path.join(work, CODE_HISTORY), os.path.isdir(work), None
+    if os.path.isfile(path):
+        with open(path, "rb") as f:
+            old = f.read()
+    top = os.path.abspath(work)                 # the outermost folder it will create
+    while not os.path.exists(os.path.dirname(top)):
+        top = os.path.dirname(top)
+
+    def undo():
+        if old is not None:
+            with atomic_open(path, "wb", param="work_root") as f:
+                f.write(old)
+            return
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        if not existed and not any(files for _, _, files in os.walk(top)):
+            shutil.rmtree(top, ignore_errors=True)      # only folders we made, now empty
+    return undo
 
 
 def data_dir(cell, data_root):
