@@ -1,10 +1,14 @@
 r"""The losses, inference rules and linear FCAM of the NumPy core, in torch.
 
 Vashisht & Ramaswamy (2023), Section 2.3. Every function here has the name and
-signature of its twin in :mod:`minimal_attn.losses` or :mod:`minimal_attn.fcam`,
-so a caller swaps ``from minimal_attn import losses`` for
-``from minimal_attn.backends import torch_backend as losses``. Gradients come
-from torch autograd instead of the hand-written backward of the core; the
+signature of its twin in :mod:`minimal_attn.losses` or :mod:`minimal_attn.fcam`
+(the losses, ``value_and_grad`` and ``value_and_grad_sa/ha/lv``, the inference rules,
+``attention``, ``softmax``, ``log_softmax``, ``logsumexp``, ``phase``; the linear FCAM's
+``forward``, ``loss``, ``loss_and_grad``, ``predict``), leading batch axes included, so
+for these a caller swaps ``from minimal_attn import losses`` for
+``from minimal_attn.backends import torch_backend as losses``. The core's building blocks
+of its hand-written backward (``softmax_backward``, ``ha_from_log_lik``,
+``lv_from_log_lik``) have no twin: gradients come from torch autograd; the
 conformance test (``tests/test_torch_backend.py``) requires both to agree on
 identical float64 inputs.
 
@@ -126,18 +130,42 @@ def attention(scores):
     return softmax(scores, axis=-1)
 
 
-def _pick(logp, y):
-    """``logp[..., y_n]`` per instance: (N, C) -> (N,), (N, m, C) -> (N, m)."""
+def _pick(logp, y, per_segment):
+    """``logp[..., n, (j,) y_n]``: (..., N, C) -> (..., N), or per segment (..., N, m, C) ->
+    (..., N, m); leading axes before N are separate problems, as in the core."""
     y = torch.as_tensor(y, device=logp.device, dtype=torch.long)
-    if logp.ndim == 2:
-        return logp.gather(1, y[:, None])[:, 0]
-    return logp.gather(2, y[:, None, None].expand(logp.shape[:2] + (1,)))[..., 0]
+    idx = y.reshape((-1, 1, 1) if per_segment else (-1, 1))
+    return logp.gather(-1, idx.expand(logp.shape[:-1] + (1,)))[..., 0]
+
+
+def _batch(per_instance, weight=None):
+    """The batch mean over the last axis (N), or with ``weight`` (N,) the weighted sum."""
+    if weight is None:
+        return per_instance.mean(dim=-1)
+    w = torch.as_tensor(weight, dtype=per_instance.dtype, device=per_instance.device)
+    return (per_instance * w).sum(dim=-1)
 
 
 # --------------------------------------------------------------- losses
+def _sa_terms(logits, y):
+    return -_pick(log_softmax(logits), y, False)                       # (..., N)
+
+
+def _ha_terms(scores, logits, y):
+    a = attention(scores)
+    ce = -_pick(log_softmax(logits), y, True)                           # (..., N, m)
+    ce = torch.where(a > 0, ce, torch.zeros_like(ce))       # unselected: no inf, no NaN grad
+    return (a * ce).sum(dim=-1)
+
+
+def _lv_terms(scores, logits, y):
+    joint = log_softmax(scores) + _pick(log_softmax(logits), y, True)   # (..., N, m)
+    return -logsumexp(joint, axis=-1)
+
+
 def loss_sa(logits, y):
     r"""Soft-attention loss, batch mean: :math:`-\log\sigma_y(g(\tilde x))`; logits (N, C)."""
-    return -_pick(log_softmax(logits), y).mean()
+    return _batch(_sa_terms(logits, y))
 
 
 def loss_ha(scores, logits, y):
@@ -147,22 +175,52 @@ def loss_ha(scores, logits, y):
     exactly 0, never 0 * inf, to the loss and its gradients (even where that segment's
     label logit is -inf).
     """
-    a = attention(scores)
-    ce = -_pick(log_softmax(logits), y)                     # (N, m)
-    ce = torch.where(a > 0, ce, torch.zeros_like(ce))       # unselected: no inf, no NaN grad
-    return (a * ce).sum(dim=1).mean()
+    return _batch(_ha_terms(scores, logits, y))
 
 
 def loss_lv(scores, logits, y):
     r"""LVML loss, batch mean: :math:`-\log\sum_j a_j\sigma_y(g(x_j))`, as a log-sum-exp."""
-    joint = log_softmax(scores) + _pick(log_softmax(logits), y)   # (N, m)
-    return -logsumexp(joint, axis=1).mean()
+    return _batch(_lv_terms(scores, logits, y))
 
 
 def loss(paradigm, scores, logits, y):
     """Batch-mean loss of a paradigm (``sa``, ``ha`` or ``lv``); SA ignores ``scores``."""
     rule = {"sa": lambda _, z, t: loss_sa(z, t), "ha": loss_ha, "lv": loss_lv}
     return rule[check_paradigm(paradigm, LOSS_PARADIGMS)](scores, logits, y)
+
+
+def value_and_grad(paradigm, scores, logits, y, weight=None):
+    """``(loss, dscores, dlogits)`` of the batch-mean (or ``weight``-ed) loss by autograd,
+    the twin of :func:`minimal_attn.losses.value_and_grad` (``dscores`` None for SA); NumPy
+    inputs give NumPy outputs."""
+    paradigm = check_paradigm(paradigm, LOSS_PARADIGMS)
+    z = _tensor(logits).detach().requires_grad_(True)
+    f = None if paradigm == "sa" else _tensor(scores).detach().requires_grad_(True)
+    terms = _sa_terms(z, y) if paradigm == "sa" else \
+        {"ha": _ha_terms, "lv": _lv_terms}[paradigm](f, z, y)
+    value = _batch(terms, weight)
+    leaves = [z] if f is None else [f, z]
+    grads = torch.autograd.grad(value.sum(), leaves)      # leading problems: independent
+    back = (lambda t: t.detach()) if torch.is_tensor(logits) else \
+        (lambda t: t.detach().cpu().numpy())
+    dscores = None if f is None else back(grads[0])
+    return back(value), dscores, back(grads[-1])
+
+
+def value_and_grad_sa(logits, y, weight=None):
+    """``(loss, dlogits)``: :func:`value_and_grad` of SA."""
+    value, _, dlogits = value_and_grad("sa", None, logits, y, weight)
+    return value, dlogits
+
+
+def value_and_grad_ha(scores, logits, y, weight=None):
+    """``(loss, dscores, dlogits)``: :func:`value_and_grad` of HA."""
+    return value_and_grad("ha", scores, logits, y, weight)
+
+
+def value_and_grad_lv(scores, logits, y, weight=None):
+    """``(loss, dscores, dlogits)``: :func:`value_and_grad` of LV."""
+    return value_and_grad("lv", scores, logits, y, weight)
 
 
 # --------------------------------------------------------------- inference
@@ -173,15 +231,15 @@ def infer_sa(logits):
 
 def infer_ha(scores, logits):
     r"""HA inference: :math:`\sigma(g(x_{\hat j}))`, :math:`\hat j = \arg\max_j a_j`; (N, C)."""
-    top = scores.argmax(dim=1)                              # (N,)
-    chosen = logits.gather(1, top[:, None, None].expand(-1, 1, logits.shape[2]))[:, 0]
-    return softmax(chosen)
+    top = scores.argmax(dim=-1)                             # (..., N)
+    index = top[..., None, None].expand(top.shape + (1, logits.shape[-1]))
+    return softmax(logits.gather(-2, index)[..., 0, :])
 
 
 def infer_lv(scores, logits):
     r"""LV inference, the marginal :math:`\sum_j a_j\sigma(g(x_j))`; (N, C)."""
-    joint = log_softmax(scores)[..., None] + log_softmax(logits)   # (N, m, C)
-    return logsumexp(joint, axis=1).exp()
+    joint = log_softmax(scores)[..., None] + log_softmax(logits)   # (..., N, m, C)
+    return logsumexp(joint, axis=-2).exp()
 
 
 def infer(paradigm, scores, logits):
@@ -214,6 +272,14 @@ def _fcam_forward(params, X, paradigm, log_attention=None):
     else:
         out["logits"] = X @ W.T                                            # (N, m, C)
     return out
+
+
+def _fcam_forward_public(params, X, paradigm, log_attention=None):
+    """:func:`_fcam_forward`, NumPy arrays out for NumPy ``X`` (as the core returns)."""
+    out = _fcam_forward(params, X, paradigm, log_attention)
+    if torch.is_tensor(X):
+        return out
+    return {k: v.detach().cpu().numpy() for k, v in out.items()}
 
 
 def _fcam_loss(params, X, y, paradigm, log_attention=None):
@@ -253,5 +319,5 @@ def _fcam_predict(params, X, paradigm, log_attention=None):
 
 
 #: The linear FCAM with :mod:`minimal_attn.fcam`'s names and signatures.
-fcam = SimpleNamespace(forward=_fcam_forward, loss=_fcam_loss,
+fcam = SimpleNamespace(forward=_fcam_forward_public, loss=_fcam_loss,
                        loss_and_grad=_fcam_loss_and_grad, predict=_fcam_predict)

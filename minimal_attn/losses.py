@@ -274,16 +274,16 @@ def infer_ha(scores, logits):
     r"""HA inference: classify the single most-attended segment,
     :math:`s^{HA} = \sigma(g(x_{\hat j}))` with :math:`\hat j = \arg\max_j a_j`; (N, C)."""
     xp = get_xp(scores, logits)
-    top = xp.argmax(scores, axis=1)                                    # (N,)
-    idx = xp.broadcast_to(top[:, None, None], (logits.shape[0], 1, logits.shape[2]))
-    return softmax(xp.take_along_axis(logits, idx, axis=1)[:, 0, :])   # (N, C)
+    top = xp.argmax(scores, axis=-1)                                   # (..., N)
+    idx = xp.broadcast_to(top[..., None, None], top.shape + (1, logits.shape[-1]))
+    return softmax(xp.take_along_axis(logits, idx, axis=-2)[..., 0, :])   # (..., N, C)
 
 
 def infer_lv(scores, logits):
     r"""LV inference: the marginal :math:`s^{LV} = \sum_j a_j \sigma(g(x_j))`; (N, C)."""
     xp = get_xp(scores, logits)
-    joint = log_softmax(scores)[..., None] + log_softmax(logits)       # (N, m, C)
-    return xp.exp(logsumexp(joint, axis=1))
+    joint = log_softmax(scores)[..., None] + log_softmax(logits)       # (..., N, m, C)
+    return xp.exp(logsumexp(joint, axis=-2))
 
 
 def infer(paradigm, scores, logits):

@@ -64,6 +64,46 @@ def test_losses_and_gradients_equal_core(device, data):
 
 
 @settings(deadline=None, max_examples=30)
+@given(data=problem(), k=st.integers(1, 3), weighted=st.booleans())
+def test_value_and_grad_and_leading_axes_equal_core(data, k, weighted):
+    """The twin of losses.value_and_grad (NumPy in, NumPy out), with K problems stacked
+    on a leading axis (one loss each, as the core's fixed-focus curves use) and an
+    optional weight in place of the batch mean."""
+    scores, logits, y = data
+    rng = np.random.default_rng(k)
+    S = np.stack([scores + rng.normal(size=scores.shape) for _ in range(k)])    # (K, N, m)
+    G = np.stack([logits + rng.normal(size=logits.shape) for _ in range(k)])    # (K, N, m, C)
+    w = rng.uniform(0.1, 2.0, size=y.shape) if weighted else None
+    for paradigm, z in (("sa", G[:, :, 0]), ("ha", G), ("lv", G)):
+        core = losses.value_and_grad(paradigm, S, z, y, w)
+        twin = tb.value_and_grad(paradigm, S, z, y, w)
+        np.testing.assert_allclose(core[0], [losses.value_and_grad(paradigm, S[i], z[i], y, w)[0]
+                                             for i in range(k)], rtol=1e-13)
+        assert twin[0].shape == (k,) and (twin[1] is None) == (paradigm == "sa")
+        for a, b in zip(twin, core):
+            if a is not None:
+                np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+        if w is None:
+            np.testing.assert_allclose(tb.loss(paradigm, torch.tensor(S), torch.tensor(z),
+                                               torch.tensor(y)).numpy(), core[0],
+                                       rtol=1e-12, atol=1e-12)   # torch: absolute digits
+    np.testing.assert_allclose(tb.value_and_grad_sa(G[:, :, 0], y, w)[1],
+                               losses.value_and_grad_sa(G[:, :, 0], y, w)[1], atol=1e-12)
+    for rule in ("ha", "lv"):
+        np.testing.assert_allclose(
+            getattr(tb, f"value_and_grad_{rule}")(S, G, y, w)[1],
+            getattr(losses, f"value_and_grad_{rule}")(S, G, y, w)[1], atol=1e-12)
+        top2 = np.sort(S, axis=-1)[..., -2:]
+        if np.all(top2[..., 1] - top2[..., 0] > 1e-6):     # HA's argmax is unambiguous
+            stacked = losses.infer(rule, S, G)                      # one problem per slice
+            for i in range(k):
+                np.testing.assert_allclose(stacked[i], losses.infer(rule, S[i], G[i]),
+                                           atol=1e-15)
+            np.testing.assert_allclose(tb.infer(rule, torch.tensor(S), torch.tensor(G)).numpy(),
+                                       stacked, atol=1e-12)
+
+
+@settings(deadline=None, max_examples=30)
 @given(data=problem())
 def test_inference_rules_equal_core(data):
     scores, logits, y = data
@@ -138,7 +178,8 @@ def test_linear_fcam_equals_core(paradigm, alpha):
         np.testing.assert_allclose(grads_t[key], grads[key], atol=1e-12)
     out, out_t = fcam.forward(params, mos.X, paradigm, la), tb.fcam.forward(params, mos.X,
                                                                              paradigm, la)
-    np.testing.assert_allclose(out_t["logits"].numpy(), out["logits"], atol=1e-12)
+    assert set(out_t) == set(out) and all(isinstance(v, np.ndarray) for v in out_t.values())
+    np.testing.assert_allclose(out_t["logits"], out["logits"], atol=1e-12)
     np.testing.assert_allclose(tb.fcam.predict(params, mos.X, paradigm, la),
                                fcam.predict(params, mos.X, paradigm, la), atol=1e-12)
 
