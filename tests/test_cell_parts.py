@@ -230,9 +230,11 @@ def test_the_estimates_scale_by_the_probes_own_step_time():
     fixed, per_seed = STEP_MS["h200"]
     assert probe_scale(probe, name, "h200") == pytest.approx(
         30 * (fixed + 3 * per_seed) / 1000 / 0.157)
-    # half the batch: half the model's step, twice the steps; m = 20: the per-seed part grows
+    # half the batch: twice the steps, each with the fixed part and half the per-seed
+    # part (launches do not shrink with the batch); m = 20: the per-seed part grows
     half = dict(probe, batch=50)
-    assert probe_scale(half, name, "h200") == pytest.approx(probe_scale(probe, name, "h200"))
+    assert probe_scale(half, name, "h200") == pytest.approx(
+        60 * (fixed + 3 * per_seed / 2) / 1000 / 0.157)
     wide = dict(probe, m=20)
     assert probe_scale(wide, name, "h100") == pytest.approx(30 * (
         STEP_MS["h100"][0] + 3 * STEP_MS["h100"][1] * 4 ** M_EXPONENT["h100"]) / 1000 / 0.157)
@@ -443,3 +445,29 @@ def test_a_table2_xi_never_reached_is_starred_and_an_undefined_entry_is_a_dash()
     record["result"]["unreached"] = ["not a column"]
     with pytest.raises(InputError, match="unreached"):
         results_store.parse_record(json.dumps(record), "f", "t")
+
+
+def test_the_estimates_scale_by_each_cells_networks_and_paradigm():
+    """The per-seed part of a step costs the mosaic's FLOPs against the calibration's (HA
+    with the authors' LeNet on a card): the paper's classifier on HA, by its layers
+    (A.2), against SA with it; a paper-protocol HA step then costs 1.5-1.8 SA's, as the
+    H200 measured (1.56: 2026-11-26, seconds per epoch of the two cells)."""
+    from minimal_attn.backends.vr.architectures import classifier_config, focus_config
+    from minimal_attn.backends.vr.cost import forward_macs
+    from minimal_attn.experiments.cell_costs import fcam_work
+    from minimal_attn.experiments.cell_runners import fcam_config
+
+    config = {p: fcam_config(cells.get_cell(f"t1-cifar10-m5-paper-{p}"), None, "cpu")
+              for p in ("sa", "ha")}
+    focus = forward_macs(focus_config("cifar10"))
+    paper, lenet = (forward_macs(classifier_config("cifar10", 3, k)) for k in ("paper", "lenet"))
+    assert fcam_work(config["ha"], "ha", "h200") == pytest.approx(
+        (5 * focus + 5 * paper) / (5 * focus + 5 * lenet))
+    assert fcam_work(config["sa"], "sa", "h200") == pytest.approx(
+        (5 * focus + paper) / (5 * focus + 5 * lenet))
+    assert fcam_work(config["sa"], "hybrid", "h200") == fcam_work(config["sa"], "ha", "h200")
+    authors = fcam_config(cells.get_cell("t1-cifar10-m5-authors-sa"), None, "cpu")
+    assert fcam_work(authors, "sa", "cpu") == 1.0                # the CPU's calibration
+    step = {p: estimate_seconds(cells.get_cell(f"t1-cifar10-m5-paper-{p}"), "h200")
+            for p in ("sa", "ha")}
+    assert 1.5 < step["ha"] / step["sa"] < 1.8

@@ -218,3 +218,9 @@ def test_fcam_cost_counts_the_flops_torch_counts():
     half = bound_report(10_000, focus_config(), lenet, 5, "sa", "NVIDIA H100 80GB HBM3", "bf16")
     achieved = 10_000 * train_flops_per_mosaic(focus_config(), lenet, 5, "sa") / 1e12
     assert f"{100 * achieved / 989.4:.1f}% of the BF16 peak" in half
+    # the PCIe and NVL parts have lower peaks than the SXM ones PEAKS holds
+    for name in ("NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H200 NVL"):
+        assert "no published peak" in bound_report(10_000, focus_config(), lenet, 5, "sa",
+                                                   name)
+    assert "of the FP32 peak" in bound_report(10_000, focus_config(), lenet, 5, "sa",
+                                              "NVIDIA H200")

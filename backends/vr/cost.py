@@ -15,6 +15,15 @@ PEAKS = {"H100": {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "hbm": 3.35},
          "H200": {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "hbm": 4.8}}
 
 
+def card_peaks(card_name):
+    """:data:`PEAKS` of the SXM card ``card_name`` names (as torch gives it, e.g. "NVIDIA
+    H100 80GB HBM3"); None for others, the PCIe and NVL variants included (lower peaks)."""
+    name = card_name or ""
+    if any(variant in name for variant in ("PCIe", "NVL")):
+        return None
+    return next((v for k, v in PEAKS.items() if k in name), None)
+
+
 def forward_macs(config):
     """Multiply-adds of one image through a :class:`.models.CNNConfig` network."""
     size, channels, macs = config.image_size, config.in_channels, 0
@@ -72,7 +81,7 @@ def bound_report(mosaics_per_s, focus, classifier, m, paradigm, card_name, preci
     achieved = mosaics_per_s * flops / 1e12
     line = (f"{flops / 1e6:.1f} MFLOP and {nbytes / 1e6:.2f} MB per mosaic; "
             f"{achieved:.2f} TFLOP/s achieved")
-    peak = next((v for k, v in PEAKS.items() if k in (card_name or "")), None)
+    peak = card_peaks(card_name)
     if peak is None:
         return line + f" (no published peak for {card_name!r})"
     compute = 1e12 * peak["tf32"] / flops                      # mosaics/s at the TF32 peak

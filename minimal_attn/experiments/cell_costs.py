@@ -13,13 +13,17 @@ from minimal_attn.experiments import cell_runners
 #: ``fixed + per_seed * S * m / 5`` (on the CPU see :data:`M_EXPONENT`). H200
 #: (benchmarks/README.md, 2026-11-27, HA at m = 5, the step of 128 leaf operators):
 #: twelve seeds 14.36 ms a training step (``--profile``), three 5.68 ms (the step
-#: probe's 50,008 mosaics/s, its evaluations taken out), so 2.8 + 0.96 S (on
+#: probe's 50,008 mosaics/s, its test evaluation taken out: its train evaluation and loss
+#: probe are in, about a fifth of it on the CPU), so 2.8 + 0.96 S (on
 #: 2026-11-26 the step of 299 operators had taken 6.1 + 1.97 S). H100: the H200's
 #: times / 0.75 (memory bandwidth, 3.35 against 4.8 TB/s; not measured). cpu: the
 #: 2-core machine, one thread per run, about 350 mosaics/s a seed (SA at width 1), no
 #: fixed part. Cells side by side on a card run each slower than this estimate of a
 #: cell alone (:func:`shared_slowdown`).
 STEP_MS = {"h100": (3.7, 1.28), "h200": (2.8, 0.96), "cpu": (0.0, 286.0)}
+#: The paradigm of those measurements, with the authors' LeNet classifier: other networks
+#: and paradigms scale the per-seed part by their FLOPs (:func:`fcam_work`).
+CALIBRATION = {"h100": "ha", "h200": "ha", "cpu": "sa"}
 #: The per-seed part grows as ``(m / 5) ** M_EXPONENT``. On the CPU, faster than m: SA
 #: trained 265-290 ms a step per seed at m = 5 (the released parts, 2026-11-27) and
 #: 1.76 s at m = 20 (cpu-t1-cifar10-m20-authors-long-sa, its evaluations taken out),
@@ -29,7 +33,7 @@ M_EXPONENT = {"h100": 1.0, "h200": 1.0, "cpu": 1.35}
 #: A CNN FCAM epoch of a paradigm against HA's. The hybrid: its seeds switch at different
 #: epochs, and a step with seeds in both phases runs as two (:class:`.BatchedSeeds`);
 #: cut by the same time limit on an H200 (2026-11-26), its 12-seed cell ran 53 epochs
-#: where HA's ran 59. The others are taken as HA (SA's step is cheaper, LV's dearer).
+#: where HA's ran 59. The others cost their FLOPs (:func:`fcam_work`).
 FCAM_PARADIGM_COST = {"hybrid": 59 / 53}
 #: How much more work four processes side by side get through on one card than one
 #: alone (:func:`shared_slowdown`). CNN FCAM cells: the four parts of
@@ -149,7 +153,8 @@ def estimate_seconds(cell, card, epochs=None):
     s = cell.settings
     if s["runner"] == "fcam":
         c = cell_runners.fcam_config(cell, data_dir=None, device="cpu")
-        step = fcam_step_seconds(card, c.seeds, c.m, c.batch_size)
+        step = fcam_step_seconds(card, c.seeds, c.m, c.batch_size,
+                                 fcam_work(c, s["paradigm"], card))
         steps = (epochs or c.epochs) * -(-c.n_train // c.batch_size)
         # plus a test evaluation every eval_every epochs (forward only: ~1/3 of a step)
         cost = FCAM_PARADIGM_COST.get(s["paradigm"], 1.0)
@@ -181,11 +186,30 @@ def estimate_seconds(cell, card, epochs=None):
     return size["steps"] * (fixed + (unit - fixed) * runs / 40) * paradigm
 
 
-def fcam_step_seconds(card, seeds, m, batch_size):
-    """One eager training step of ``seeds`` CNN FCAMs batched, by :data:`STEP_MS`."""
+def fcam_step_seconds(card, seeds, m, batch_size, work=1.0):
+    """One eager training step of ``seeds`` CNN FCAMs batched, by :data:`STEP_MS`: the fixed
+    part (launches) whatever the batch, the per-seed part in proportion to the batch and
+    to ``work``, the FLOPs of a mosaic against the calibration's (:func:`fcam_work`)."""
     fixed, per_seed = STEP_MS[card]
     segments = (m / 5) ** M_EXPONENT[card]
-    return (fixed + per_seed * seeds * segments) / 1000 * (batch_size / 100)
+    return (fixed + per_seed * seeds * segments * work * batch_size / 100) / 1000
+
+
+def fcam_work(config, paradigm, card):
+    """A mosaic's training FLOPs for ``config``'s networks (classifier, width) and
+    ``paradigm`` against those :data:`STEP_MS` was measured with on ``card``
+    (:data:`CALIBRATION`), both at m = 5 (:data:`M_EXPONENT` scales m): e.g. the paper's
+    classifier on HA does 1.77 times the authors' LeNet's work, SA with LeNet 0.91."""
+    from minimal_attn.backends.vr.architectures import classifier_config, focus_config, scaled
+    from minimal_attn.backends.vr.cost import train_flops_per_mosaic
+
+    def flops(classifier, paradigm, width=1.0):
+        return train_flops_per_mosaic(
+            scaled(focus_config(config.dataset), width),
+            scaled(classifier_config(config.dataset, config.n_classes, classifier), width),
+            5, paradigm)
+    loss = "ha" if paradigm == "hybrid" else paradigm     # its two phases: FCAM_PARADIGM_COST
+    return flops(config.classifier, loss, config.width) / flops("lenet", CALIBRATION[card])
 
 
 def shared_slowdown(parallel, speedup_at_4=SHARED_SPEEDUP_AT_4["cnn"]):
