@@ -231,7 +231,7 @@ def test_a_damaged_record_is_stale_and_never_merged(tmp_path):
 
 
 def test_a_table2_record_needs_its_row():
-    from minimal_attn.experiments.results_tables import shape_problem
+    from minimal_attn.experiments.results_shape import shape_problem
 
     def record(result):
         return {"format": 1, "cell": "c", "kind": "table2", "scale": "cpu", "title": "t",

@@ -36,7 +36,8 @@ import numpy as np
 
 from minimal_attn.errors import InputError
 from minimal_attn.experiments.io import atomic_open, ensure_dir
-from minimal_attn.experiments.results_tables import SCALES, render, shape_problem
+from minimal_attn.experiments.results_shape import SCALES, shape_problem
+from minimal_attn.experiments.results_tables import render
 
 FORMAT = 1
 KINDS = ("table1", "table2", "synthetic")
@@ -176,7 +177,7 @@ def parse_record(data, where, name, fix="delete it or rerun its cell"):
     """The cell record in ``data`` (the bytes of the file ``where``, which its file name
     says is cell ``name``'s), checked as every reader of the store needs it: JSON, a cell
     record (:func:`check_record`), shaped as the tables read it
-    (:func:`.results_tables.shape_problem`) and the record of cell ``name``. Otherwise an
+    (:func:`.results_shape.shape_problem`) and the record of cell ``name``. Otherwise an
     InputError naming ``where`` and ending in ``fix``."""
     try:
         record = json.loads(data)
