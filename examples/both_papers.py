@@ -54,6 +54,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _shared_data import shared_data
 
 from minimal_attn.backends.snell.agreement import AgreementConfig, run_agreement
 from minimal_attn.backends.snell.synthetic_experiments import run_synthetic
@@ -62,7 +63,6 @@ from minimal_attn.experiments.agreement_table import PAPER_TABLE2
 
 torch.set_num_threads(1)
 HERE = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
-DATA = Path(os.environ.get("ATTN_DYN_DATA", HERE.parents[1] / "shared" / "data"))
 OUT = Path(os.environ.get("BOTH_OUT", os.path.join(tempfile.gettempdir(), "attn_dyn_both")))
 SEEDS = int(os.environ.get("BOTH_SEEDS", 5))
 STEPS = int(os.environ.get("BOTH_STEPS", 500))
@@ -104,8 +104,8 @@ def summary(entry):
 
 # %%
 sst = {}
-base = AgreementConfig(task="classify", dataset="sst2", data_dir=str(DATA / "sst2"), hidden=32,
-                       emb=32, lr=1e-2, steps=SST_STEPS, eval_every=100, max_train=10000,
+base = AgreementConfig(task="classify", dataset="sst2", data_dir=str(shared_data("sst2")),
+                       hidden=32, emb=32, lr=1e-2, steps=SST_STEPS, eval_every=100, max_train=10000,
                        proxy_d=64, kendall=False)
 for p in PARADIGMS:
     out = OUT / f"sst2_{p}"

@@ -57,13 +57,13 @@ import time
 from pathlib import Path
 
 import torch
+from _shared_data import shared_data
 
 from minimal_attn.backends.snell.agreement import AgreementConfig, run_agreement
 from minimal_attn.experiments.agreement_table import COLUMNS, PAPER_TABLE2
 
 torch.set_num_threads(1)
 HERE = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
-DATA = Path(os.environ.get("ATTN_DYN_DATA", HERE.parents[1] / "shared" / "data"))
 OUT = Path(os.environ.get("ATTN_DYN_OUT", HERE.parent / "out" / "paper2_agreement"))
 FULL = os.environ.get("FULL") == "1"
 
@@ -86,7 +86,7 @@ PAPER = {"sst2": dict(task="classify"), "multi30k": dict(task="translate")}
 results, walls = {}, {}
 for name in ("sst2", "multi30k"):
     settings = (PAPER if FULL else SMALL)[name]
-    config = AgreementConfig(dataset=name, data_dir=str(DATA / name), seed=0, **settings)
+    config = AgreementConfig(dataset=name, data_dir=str(shared_data(name)), seed=0, **settings)
     start = time.time()
     results[name] = run_agreement(config, str(OUT / name),
                                   progress=lambda model, done, total, note=None: note

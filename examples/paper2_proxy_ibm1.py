@@ -13,8 +13,8 @@
 # Snell, Zhong, Klein & Steinhardt (2021), "Approximating How Single Head
 # Attention Learns", Sections 2.3, 3.1 and 4. This tutorial runs as a plain
 # script (`python examples/paper2_proxy_ibm1.py`, well under a minute) on a
-# slice of Multi30k in `../shared/data/multi30k` (or the folder in
-# `$MULTI30K`), and opens as a notebook with jupytext.
+# slice of Multi30k in `../shared/data/multi30k` (or `$ATTN_DYN_DATA/multi30k`, or the
+# folder in `$MULTI30K`), and opens as a notebook with jupytext.
 #
 # **The claim.** Early in training the attention of a seq2seq model is nearly
 # uniform, so every output word $y_t$ is predicted from the same average of the
@@ -39,17 +39,15 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _shared_data import shared_data
 
 from minimal_attn import agreement, ibm1, proxy
 from minimal_attn.datasets.text import Vocab, labels_as_targets, read_multi30k, read_sst2
 
-try:
-    HERE = Path(__file__).resolve().parents[1]
-except NameError:                       # inside a notebook: run from the repository root
-    HERE = Path.cwd()
-DATA = Path(os.environ.get("MULTI30K", HERE.parent / "shared" / "data" / "multi30k"))
-if not DATA.is_dir():
-    sys.exit(f"Multi30k not found at {DATA}; set MULTI30K to the folder with train.de/train.en")
+DATA = Path(os.environ["MULTI30K"]) if os.environ.get("MULTI30K") else shared_data("multi30k")
+if DATA is None or not DATA.is_dir():
+    sys.exit(f"Multi30k not found at {DATA or '../shared/data/multi30k'}; set MULTI30K (or "
+             "ATTN_DYN_DATA) to the folder with train.de/train.en")
 
 N_TRAIN, N_HELD = 3000, 300
 t_start = time.perf_counter()
@@ -175,7 +173,7 @@ print("A with alpha^IBM instead:", f"{agreement.average_agreement(b_px, b_alpha)
 # classifier will come to attend to.
 
 # %%
-sst2 = DATA.parent / "sst2" / "train.tsv"
+sst2 = (shared_data("sst2") or DATA.parent / "sst2") / "train.tsv"
 if sst2.is_file():
     sents, labels = read_sst2(sst2)
     sents, labels = sents[:8000], labels[:8000]
