@@ -506,6 +506,14 @@ def test_table1_curves_average_the_seeds_at_each_evaluation(monkeypatch, tmp_pat
     assert np.allclose(axes[3].lines[0].get_ydata(), [0.285, 0.295])
     assert list(axes[0].lines[0].get_xdata()) == [1, 2, 3, 4]
     assert authors.get_linestyle() == "-" and released.get_linestyle() == ":"
+    # a seed the stop rule ends at epoch 3 is scored there alone: no point (a spike) at 3
+    kept.clear()
+    stopped = runs["x-authors-sa"] + [record(2, 1, None), record(2, 2, 0.7),
+                                      record(2, 3, 0.99)]
+    vr.plot_training_curves({"x-authors-sa": stopped}, str(tmp_path / "c.png"))
+    line = kept["fig"].axes[2].lines[0]
+    assert list(line.get_xdata()) == [2, 4]
+    assert np.allclose(line.get_ydata(), [(0.52 + 0.62 + 0.7) / 3, 0.59])
 
 
 def test_gpu_cells_runs_cells_end_to_end_on_the_cpu_and_packs_what_comes_home(tmp_path):

@@ -84,7 +84,9 @@ def plot_training_curves(histories, path, title="Training curves (mean over seed
     ``-sa``/``-ha``/``-lv``/``-hybrid`` share a colour, a label holding ``paper`` is
     dashed (the paper's protocol beside the authors') and one holding ``released``
     dotted (the released notebooks' test mosaics). An epoch is averaged over the seeds
-    that ran it; the curve thins where seeds have stopped.
+    that ran it; the curve thins where seeds have stopped. The test panels keep the epochs
+    at which every seed that ran them was scored: a seed the stop rule ends between two
+    evaluations is scored at its last epoch alone, which would draw a spike there.
     """
     plt = pyplot()
     colours = {"sa": "tab:blue", "ha": "tab:orange", "lv": "tab:green",
@@ -96,12 +98,16 @@ def plot_training_curves(histories, path, title="Training curves (mean over seed
     for label, records in histories.items():
         style = dict(color=colours.get(label.rsplit("-", 1)[-1]), lw=1.6, label=label,
                      ls="--" if "paper" in label else ":" if "released" in label else "-")
+        ran = {}
+        for r in records:
+            ran[int(r["epoch"])] = ran.get(int(r["epoch"]), 0) + 1
         for ax, (key, _) in zip(axes, panels):
             by_epoch = {}
             for r in records:
                 if r.get(key) is not None:
                     by_epoch.setdefault(int(r["epoch"]), []).append(r[key])
-            epochs = sorted(by_epoch)
+            epochs = sorted(e for e in by_epoch
+                            if not key.startswith("test_") or len(by_epoch[e]) == ran[e])
             ax.plot(epochs, [np.mean(by_epoch[e]) for e in epochs], **style)
     for ax, (_, ylabel) in zip(axes, panels):
         ax.set_xlabel("epoch")
