@@ -5,6 +5,8 @@ Secs. 3.3, 5.2, 6.1, 6.2 and App. A.3; see
 only when the command runs.
 """
 
+import statistics
+
 import click
 
 from minimal_attn.backends.snell.config import (
@@ -129,7 +131,7 @@ def synthetic(task, seeds, steps, hidden, embed, batch_size, lr, eval_every, n_t
         click.echo(f"{task} {name:22s} seeds {len(final):3d}  converged "
                    f"{entry['converged_fraction']:.2f}  failed {entry['failed_fraction']:.2f}  "
                    f"final accuracy min/median/max {min(final):.3f}/"
-                   f"{sorted(final)[len(final) // 2]:.3f}/{max(final):.3f}")
+                   f"{statistics.median(final):.3f}/{max(final):.3f}")
     for name, why in result.get("skipped", {}).items():
         click.echo(f"{task} {name}: skipped ({why})")
     if result.get("stopped_at") is not None:
