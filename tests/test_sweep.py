@@ -70,6 +70,11 @@ def test_grid_names_are_stable_and_keys_checked(tmp_path):
     assert sorted(c.name for c in paper) == sorted(
         f"t1-cifar10-m5-authors-{p}" for p in ("sa", "ha", "lv", "hybrid"))
     assert all(c.scale == "paper" and c.paper for c in paper)
+    # a Table 2 row's threads (how fast, not what) stay out of its name, as Table 1's do
+    rows = [sweep_grid.expand(sweep_grid.parse_tokens(["table=2", "dataset=sst2", "steps=10",
+                                                       *extra]))
+            for extra in ([], ["threads=1"], ["threads=2", "workers=2"])]
+    assert [[c.name for c in r] for r in rows] == [["t2-sst2-steps=10"]] * 3
     with pytest.raises(InputError, match="unknown grid key 'lerning_rate'"):
         sweep_grid.parse_tokens(["lerning_rate=0.1"])
     with pytest.raises(InputError, match="twice"):

@@ -22,7 +22,7 @@ from dataclasses import fields
 from minimal_attn.errors import InputError
 
 #: Where and how fast, not what: one value each, not in names nor in the match on rerun.
-OPERATIONAL = ("data_dir", "device", "embeddings", "workers")
+OPERATIONAL = ("data_dir", "device", "embeddings", "workers", "threads")
 #: The task of each data set the paper runs (other tasks are named in the cell's name).
 USUAL_TASK = {"sst2": "classify", "multi30k": "translate"}
 _SIZES = ("steps", "hidden", "emb", "out_hidden", "batch_size", "max_train", "max_val",
