@@ -50,12 +50,12 @@ part (their fused kernels are not aten operators: the other events are listed):
         --optimizer adam --classifier lenet --modes grouped_nchw
 """
 
-import argparse
 import sys
 import time
 
 import torch
-from step_profile import profile_step  # beside this file (benchmarks/)
+from _options import ArgumentParser, count, names, positive  # beside this file (benchmarks/)
+from step_profile import profile_step
 
 from minimal_attn import PARADIGMS
 from minimal_attn.backends import torch_backend as tb
@@ -66,10 +66,10 @@ from minimal_attn.backends.vr.models import classifier_config, focus_config, sca
 from minimal_attn.backends.vr.train import TrainConfig, train_run
 from minimal_attn.cli.main import run_script
 from minimal_attn.datasets.splits import load_mosaic_splits
-from minimal_attn.errors import InputError, check_int_at_least
+from minimal_attn.errors import InputError
 from minimal_attn.experiments.epochs import run_seeds
 from minimal_attn.experiments.io import write_json
-from minimal_attn.experiments.train_loop import CONV_MODES
+from minimal_attn.experiments.train_loop import COMPILE_MODES, CONV_MODES, PRECISIONS
 
 
 def sequential(config, seeds, splits):
@@ -105,30 +105,30 @@ def timed(fn, config, seeds, splits, device):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:K")
-    parser.add_argument("--seeds", type=int, default=12)
+    parser.add_argument("--seeds", type=count(), default=12)
     parser.add_argument("--paradigm", default="ha", choices=PARADIGMS)
-    parser.add_argument("--m", type=int, default=5)
-    parser.add_argument("--n-train", type=int, default=200)
-    parser.add_argument("--n-test", type=int, default=100)
-    parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument("--batch", type=int, default=25)
-    parser.add_argument("--width", type=float, default=1.0)
-    parser.add_argument("--modes", default=None,
+    parser.add_argument("--m", type=count(2), default=5)
+    parser.add_argument("--n-train", type=count(), default=200)
+    parser.add_argument("--n-test", type=count(), default=100)
+    parser.add_argument("--epochs", type=count(), default=1)
+    parser.add_argument("--batch", type=count(), default=25)
+    parser.add_argument("--width", type=positive, default=1.0)
+    parser.add_argument("--modes", type=names(CONV_MODES), default=None,
                         help="batched variants, comma list of loop,grouped,grouped_nchw,"
                              "unfold (default: loop on cpu, all four on cuda)")
-    parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument("--rounds", type=count(), default=1)
+    parser.add_argument("--threads", type=count(), default=1, help="torch CPU threads")
     parser.add_argument("--optimizer", default="sgd", choices=("sgd", "adam"))
     parser.add_argument("--classifier", default="paper", choices=("paper", "lenet"))
-    parser.add_argument("--chunk", type=int, default=None,
+    parser.add_argument("--chunk", type=count(), default=None,
                         help="images per network call (default: by device; with --profile "
                              "B*m, the whole batch, as on a GPU)")
-    parser.add_argument("--compile", default="none",
+    parser.add_argument("--compile", type=names(COMPILE_MODES), default="none",
                         help="how batched steps run, comma list of none,compile,cudagraph "
                              "(TrainConfig.compile; cudagraph on CUDA only)")
-    parser.add_argument("--precision", default="fp32",
+    parser.add_argument("--precision", type=names(PRECISIONS), default="fp32",
                         help="batched arithmetic, comma list of fp32,tf32,bf16 "
                              "(TrainConfig.precision; tf32 on CUDA only)")
     parser.add_argument("--no-sequential", action="store_true",
@@ -140,16 +140,14 @@ def main():
                              "per variant), e.g. for gpu_cells.sh's step probe")
     args = parser.parse_args()
     device = tb.get_device(args.device)
-    for precision in args.precision.split(","):            # known, and tf32 on CUDA
-        check_precision(TrainConfig(precision=precision).precision, device)
-    check_int_at_least("seeds", args.seeds, 1, param="seeds")
-    check_int_at_least("m", args.m, 2, param="m")
+    for precision in args.precision:                       # tf32 on CUDA only
+        check_precision(precision, device)
+    if "cudagraph" in args.compile and device.type != "cuda":
+        raise InputError(f"--compile cudagraph captures the step in a CUDA graph and needs "
+                         f"--device cuda, got {device}", param="compile")
     torch.set_num_threads(args.threads)
-    modes = (args.modes or ("grouped,grouped_nchw,loop,unfold" if device.type == "cuda"
-                          else "loop")).split(",")
-    for mode in modes:                  # before the sequential baseline, not after it
-        if mode not in CONV_MODES:
-            raise InputError(f"--modes: {mode!r} is not one of {', '.join(CONV_MODES)}")
+    modes = args.modes or (["grouped", "grouped_nchw", "loop", "unfold"]
+                           if device.type == "cuda" else ["loop"])
     seeds = list(range(args.seeds))
     config = TrainConfig(paradigm=args.paradigm, epochs=args.epochs, batch_size=args.batch,
                          width=args.width, device=str(device), switch_epoch=args.epochs // 2,
@@ -160,8 +158,8 @@ def main():
     if args.profile:
         splits = load_mosaic_splits("synthetic", args.m, max(args.n_train, args.batch), 1)
         for mode in modes:
-            for how in args.compile.split(","):
-                for precision in args.precision.split(","):
+            for how in args.compile:
+                for precision in args.precision:
                     profile_step(TrainConfig(**{**vars(config), "compile": how,
                                                 "precision": precision}),
                                  seeds, splits, mode, device)
@@ -169,8 +167,8 @@ def main():
     splits = load_mosaic_splits("synthetic", args.m, args.n_train, args.n_test)
     variants = {} if args.no_sequential else {"sequential": sequential}
     for mode in modes:
-        for how in args.compile.split(","):
-            for precision in args.precision.split(","):
+        for how in args.compile:
+            for precision in args.precision:
                 parts = [mode] + [how] * (how != "none") + [precision] * (precision != "fp32")
                 variants[f"batched ({', '.join(parts)})"] = batched(mode, how, precision)
 

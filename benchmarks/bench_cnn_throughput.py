@@ -28,11 +28,11 @@ import statistics
 import time
 
 import torch
+from _options import ArgumentParser, count  # beside this file (benchmarks/)
 
 from minimal_attn.backends import torch_backend as tb
 from minimal_attn.backends.vr.models import CPU_CHUNK, build_fcam
 from minimal_attn.cli.main import run_script
-from minimal_attn.errors import check_int_at_least
 from minimal_attn.losses import LOSS_PARADIGMS
 
 
@@ -72,33 +72,40 @@ def mosaics_per_second(step, steps, batch, device):
     return batch * steps / (time.perf_counter() - start)
 
 
+def chunks(text):
+    """``--chunk``'s type: comma-separated chunk sizes >= 1 (none or all: the device's
+    default)."""
+    try:
+        sizes = [None if c.strip() in ("none", "all") else int(c) for c in text.split(",")]
+    except ValueError:
+        sizes = [0]
+    if any(size is not None and size < 1 for size in sizes):
+        raise argparse.ArgumentTypeError(f"must be chunk sizes >= 1 (or none), "
+                                         f"comma-separated, got {text!r}")
+    return sizes
+
+
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--m", type=int, default=5)
-    parser.add_argument("--batch", type=int, default=100)
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--m", type=count(2), default=5)
+    parser.add_argument("--batch", type=count(), default=100)
     parser.add_argument("--paradigm", default="ha", choices=LOSS_PARADIGMS)
-    parser.add_argument("--chunk", default=None,
+    parser.add_argument("--chunk", type=chunks, default=[None],
                         help="comma-separated chunk sizes for the batched model "
                              "(default: the device default)")
-    parser.add_argument("--steps", type=int, default=5, help="timed steps per round")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=count(), default=5, help="timed steps per round")
+    parser.add_argument("--rounds", type=count(), default=5)
     parser.add_argument("--device", default=None, help="auto (default), cpu, cuda, cuda:K")
     args = parser.parse_args()
-    if min(args.m, args.batch, args.steps, args.rounds) < 1:
-        parser.error("--m, --batch, --steps and --rounds must be >= 1")
-    check_int_at_least("m", args.m, 2, param="m")
     device = tb.get_device(args.device)          # e.g. --device cuda without a GPU: refused
     torch.manual_seed(0)
     X = torch.randn(args.batch, args.m, 3, 32, 32, device=device)              # (B, m, 3, 32, 32)
     y = torch.randint(0, 3, (args.batch,), device=device)
-    chunks = ([None] if args.chunk is None
-              else [None if c.strip() in ("none", "all") else int(c)
-                    for c in args.chunk.split(",")])
     plain = build_fcam(device=device).to(memory_format=torch.contiguous_format)
     variants = {"loop (NCHW)": make_step(plain, X, y, args.paradigm, torch.contiguous_format),
                 "loop (channels-last)": make_step(build_fcam(device=device), X, y,
                                                   args.paradigm, torch.channels_last)}
-    for c in chunks:
+    for c in args.chunk:
         model = build_fcam(device=device, chunk=c)
         size = model._chunk_size(args.batch * args.m, device)
         variants[f"batched chunk={size}"] = make_step(model, X, y, args.paradigm)

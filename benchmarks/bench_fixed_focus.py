@@ -15,10 +15,10 @@ and is extrapolated linearly to ``--epochs`` (its cost per epoch is constant);
 jobs make the naive loop's times noisy.)
 """
 
-import argparse
 import time
 
 import numpy as np
+from _options import ArgumentParser, count, positive  # beside this file (benchmarks/)
 
 from minimal_attn import data, fcam
 from minimal_attn import fixed_focus as ff
@@ -62,12 +62,12 @@ def timed(fn, *args):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--m", type=int, default=20)
-    parser.add_argument("--classes", type=int, default=20)
-    parser.add_argument("--epochs", type=int, default=1000)
-    parser.add_argument("--lr", type=float, default=5.0)
-    parser.add_argument("--naive-epochs", type=int, default=5)
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--m", type=count(2), default=20)
+    parser.add_argument("--classes", type=count(2), default=20)
+    parser.add_argument("--epochs", type=count(), default=1000)
+    parser.add_argument("--lr", type=positive, default=5.0)
+    parser.add_argument("--naive-epochs", type=count(), default=5)
     parser.add_argument("--full-naive", action="store_true")
     args = parser.parse_args()
     pop = data.exact_population(args.m, args.classes)

@@ -28,7 +28,6 @@ pairs and compares every co-occurring entry. NLTK also floors probabilities at
 1e-12 (``IBMModel.MIN_PROB``), far below the 1e-9 tolerance.
 """
 
-import argparse
 import contextlib
 import os
 import sys
@@ -37,6 +36,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from _options import ArgumentParser, count  # noqa: E402  (beside this file: benchmarks/)
 
 from minimal_attn.cli.main import run_script  # noqa: E402
 from minimal_attn.datasets.text import Vocab, read_parallel, whitespace_tokens  # noqa: E402
@@ -121,11 +122,11 @@ def max_abs_diff(model, vs, vt, nltk):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=str(DEFAULT_DATA), help="Multi30k folder (train.en/.de)")
-    ap.add_argument("--pairs", type=int, default=None, help="first N pairs (default: all)")
-    ap.add_argument("--iterations", type=int, default=5)
-    ap.add_argument("--repeats", type=int, default=3, help="best of N runs for our timing")
+    ap.add_argument("--pairs", type=count(), default=None, help="first N pairs (default: all)")
+    ap.add_argument("--iterations", type=count(), default=5)
+    ap.add_argument("--repeats", type=count(), default=3, help="best of N runs for our timing")
     ap.add_argument("--skip-nltk", action="store_true")
     ap.add_argument("--skip-check", action="store_true", help="skip the equality check")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
@@ -141,7 +142,7 @@ def main():
         gpu_namespace(args.gpu_lib)             # no GPU: refused before anything is timed
     src, tgt = read_parallel(os.path.join(args.data, "train.en"),
                              os.path.join(args.data, "train.de"), whitespace_tokens)
-    if args.pairs:
+    if args.pairs is not None:
         src, tgt = src[:args.pairs], tgt[:args.pairs]
     print(f"{len(src)} pairs (en -> de), {args.iterations} EM iterations, NULL on")
 

@@ -27,7 +27,6 @@ files); on a GPU the per-step phases (batches, forward, backward, optimizer) are
 the host's launch time, and ``train (all)`` is the wall time of the training loops.
 """
 
-import argparse
 import json
 import os
 import shutil
@@ -36,6 +35,8 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+
+from _options import ArgumentParser, count  # beside this file (benchmarks/)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 #: (module, attribute, phase, stays on the host whatever the device)
@@ -287,19 +288,19 @@ def _table(new, ref=None):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dataset", default="sst2", choices=["sst2", "multi30k"])
     p.add_argument("--data-dir", default=None, help="[../shared/data/DATASET]")
-    p.add_argument("--steps", type=int, default=100, help="Adam steps per model")
-    p.add_argument("--hidden", type=int, default=256)
-    p.add_argument("--emb", type=int, default=None)
-    p.add_argument("--vocab-size", type=int, default=8000)
-    p.add_argument("--max-train", type=int, default=None)
-    p.add_argument("--max-val", type=int, default=None)
-    p.add_argument("--eval-every", type=int, default=None)
-    p.add_argument("--proxy-epochs", type=int, default=5)
+    p.add_argument("--steps", type=count(), default=100, help="Adam steps per model")
+    p.add_argument("--hidden", type=count(), default=256)
+    p.add_argument("--emb", type=count(), default=None)
+    p.add_argument("--vocab-size", type=count(), default=8000)
+    p.add_argument("--max-train", type=count(), default=None)
+    p.add_argument("--max-val", type=count(), default=None)
+    p.add_argument("--eval-every", type=count(), default=None)
+    p.add_argument("--proxy-epochs", type=count(), default=5)
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--threads", type=count(), default=1)
     p.add_argument("--reference-commit", default=None,
                    help="also run the code of this commit first, and print old / new")
     p.add_argument("--json", default=None, help="write the phase seconds here")

@@ -14,7 +14,6 @@ evaluations; ``--delta`` adds the saliency. Both orders run in one process, alte
 and must give the same rows.
 """
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from _options import ArgumentParser, count  # noqa: E402  (beside this file: benchmarks/)
 
 from minimal_attn.backends.snell import eval as ev  # noqa: E402
 from minimal_attn.backends.snell.batches import SplitTensors  # noqa: E402
@@ -35,13 +35,13 @@ from minimal_attn.datasets.seq import load_text_task  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data" / "multi30k"))
-    ap.add_argument("--n-val", type=int, default=300)
+    ap.add_argument("--n-val", type=count(), default=300)
     ap.add_argument("--attention", default="uniform", choices=["learned", "uniform"])
     ap.add_argument("--delta", action="store_true", help="also the saliency Delta")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--threads", type=count(), default=1)
+    ap.add_argument("--rounds", type=count(), default=2)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     task = load_text_task("translate", "multi30k", args.data_dir, max_val=args.n_val)

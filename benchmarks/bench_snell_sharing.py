@@ -18,7 +18,6 @@ together (a barrier), and a way's rate is all copies' steps over the wall time f
 start to the last copy's end. Data loading and model building are not timed.
 """
 
-import argparse
 import multiprocessing
 import queue
 import sys
@@ -30,8 +29,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _options import ArgumentParser, count, names  # noqa: E402  (beside this file: benchmarks/)
+
 from minimal_attn.cli.main import run_script  # noqa: E402
-from minimal_attn.errors import InputError, check_int_at_least  # noqa: E402
+from minimal_attn.errors import InputError  # noqa: E402
 
 WAYS = ("processes", "threads")
 #: Longest wait at the start line for the other copies (data loading and warm-up).
@@ -139,23 +140,17 @@ def _side_by_side(args, way):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", default="sst2", choices=["sst2", "multi30k"])
     ap.add_argument("--data-dir", default=None, help="[../shared/data/DATASET]")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    ap.add_argument("--copies", type=int, default=4, help="models side by side")
-    ap.add_argument("--steps", type=int, default=200, help="timed Adam steps a copy")
-    ap.add_argument("--ways", default=",".join(WAYS), help="of: " + ", ".join(WAYS))
-    ap.add_argument("--max-train", type=int, default=None, help="training examples kept")
-    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads a copy")
+    ap.add_argument("--copies", type=count(2), default=4, help="models side by side")
+    ap.add_argument("--steps", type=count(), default=200, help="timed Adam steps a copy")
+    ap.add_argument("--ways", type=names(WAYS), default=",".join(WAYS),
+                    help="of: " + ", ".join(WAYS))
+    ap.add_argument("--max-train", type=count(), default=None, help="training examples kept")
+    ap.add_argument("--threads", type=count(), default=1, help="torch CPU threads a copy")
     args = ap.parse_args()
-    check_int_at_least("--copies", args.copies, 2)
-    check_int_at_least("--steps", args.steps, 1)
-    check_int_at_least("--threads", args.threads, 1)
-    ways = [w for w in args.ways.split(",") if w]
-    if not ways or set(ways) - set(WAYS):
-        raise InputError(f"--ways must name some of {', '.join(WAYS)}, got {args.ways!r}",
-                         param="ways")
     import torch
 
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -168,7 +163,7 @@ def main():
     name = torch.cuda.get_device_name(0) if args.device == "cuda" else "CPU"
     print(f"{args.dataset} at the paper's widths, {args.steps} steps a copy, {name}: one copy "
           f"alone {1e3 / rate:.1f} ms/step, {rate:.1f} steps/s")
-    for way in ways:
+    for way in args.ways:
         wall = _side_by_side(args, way)
         together = args.copies * args.steps / wall
         print(f"{args.copies} copies as {way}: {together:.1f} steps/s together, "

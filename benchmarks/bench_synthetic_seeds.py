@@ -23,8 +23,9 @@ eager one (float32 rounding); ``--no-sequential`` leaves the sequential side out
         --steps 100 --task permutation --compile none,cudagraph --no-sequential --paradigm ha
 """
 
-import argparse
 import time
+
+from _options import ArgumentParser, count, names  # beside this file (benchmarks/)
 
 from minimal_attn.cli.main import run_script
 from minimal_attn.errors import InputError
@@ -43,21 +44,23 @@ def _timed(fn, device):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seeds", type=int, default=20)
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--hidden", type=int, default=32)
-    p.add_argument("--embed", type=int, default=None)
-    p.add_argument("--batch-size", type=int, default=32)
+    p = ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", type=count(), default=20)
+    p.add_argument("--steps", type=count(), default=20)
+    p.add_argument("--hidden", type=count(), default=32)
+    p.add_argument("--embed", type=count(), default=None)
+    p.add_argument("--batch-size", type=count(), default=32)
     p.add_argument("--task", default="control",
                    choices=["permutation", "control", "mixture", "permutation-function", "copy",
                             "keyword"])
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--compile", default="none",
+    p.add_argument("--compile", type=names(("none", "cudagraph")), default="none",
                    help="comma-separated: none and/or cudagraph (CUDA), for the batched run")
     p.add_argument("--paradigm", default="sa", choices=["sa", "ha", "lv", "hybrid"])
     p.add_argument("--no-sequential", action="store_true")
     args = p.parse_args(argv)
+    if "cudagraph" in args.compile and args.device != "cuda":
+        raise InputError("--compile cudagraph needs --device cuda", param="compile")
 
     import torch
 
@@ -65,8 +68,6 @@ def main(argv=None):
 
     if args.device == "cuda" and not torch.cuda.is_available():
         raise InputError("--device cuda but no CUDA GPU is visible; use --device cpu")
-    if "cudagraph" in args.compile.split(",") and args.device != "cuda":
-        raise InputError("--compile cudagraph needs --device cuda")
     if args.device == "cpu":
         torch.set_num_threads(1)
     heads = (lambda s: []) if args.task == "keyword" else (lambda s: [s])
@@ -89,7 +90,7 @@ def main(argv=None):
         print(f"  sequential {t_seq:8.2f} s")
         print(f"  ratio sequential/batched {t_seq / t_batched:.2f}x   "
               f"(max |param difference| {diff:.2e})")
-    if "cudagraph" in args.compile.split(","):
+    if "cudagraph" in args.compile:
         graph_cfg = SyntheticConfig(**{**cfg.__dict__, "compile": "cudagraph"})
         t_graph, graphed = _timed(lambda: train_runs(runs, graph_cfg), args.device)
         diff = max(float((graphed["params"][k] - v).abs().max())

@@ -21,11 +21,14 @@
 # --time-limit: it stops training MARGIN (60) s before the budget ends (at an epoch end,
 # or an evaluation) and records what was cut short (a partial record, marked so in the
 # tables); a Table 2 row stops T2_MARGIN (150) s before it, leaving time for its proxy
-# and its agreement curves; the HateXplain cells are stopped at the budget.
-# Each finished cell writes results/cells/NAME.json; at the end all records go into
-# $OUT/cells_results.tar.gz (when $OUT is set) with a summary (ending in the tables of the
-# records the job wrote, as `cells report` gives them), to bring home here with
-# `attn-dyn cells import cells_results.tar.gz` (it keeps a complete record over a partial
+# and its agreement curves; the HateXplain cells are stopped at the budget (SIGTERM; any
+# cell still running 20 s after it is killed).
+# Each finished cell writes results/cells/NAME.json (a cell in parts NAME@K.json), copied
+# into $OUT/cells/ as soon as the cell ends (when $OUT is set: what comes back of a job the
+# machine ends early); at the end all records go into $OUT/cells_results.tar.gz with a
+# summary (ending in the tables of the records the job wrote, as `cells report` gives
+# them), to bring home here with `attn-dyn cells import cells_results.tar.gz` (or, without
+# the archive, `attn-dyn cells import cells`; it keeps a complete record over a partial
 # one), then `attn-dyn cells report`; the small files of the job's run folders (history,
 # settings, results; no checkpoints) go into $OUT/cells_runs.tar.gz, for `cells plot`; on
 # a card, $OUT/gpu_dmon.txt has its load while the cells ran (nvidia-smi dmon -s u).
@@ -72,10 +75,15 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-case "$BUDGET" in
-  ''|*[!0-9]*|0) echo "Error: --budget must be a whole number of seconds > 0, got '$BUDGET'" >&2
-     exit 2 ;;
+case "$BUDGET" in   # digits, read in base 10 below (bash would read 0550 as octal 360)
+  ''|*[!0-9]*) BUDGET_OK=0 ;;
+  *) BUDGET_OK=$(( ${#BUDGET} <= 9 && 10#$BUDGET > 0 )) ;;
 esac
+if [ "$BUDGET_OK" = 0 ]; then
+  echo "Error: --budget must be a whole number of seconds > 0 (at most 9 digits), got '$BUDGET'" >&2
+  exit 2
+fi
+BUDGET=$(( 10#$BUDGET ))
 case "$CARD" in
   auto|h100|h200|cpu) ;;
   *) echo "Error: --card must be auto, h100, h200 or cpu, got '$CARD'" >&2; exit 2 ;;
@@ -179,13 +187,27 @@ set_plan "$BUDGET"
 
 if [ "$PREP" = 1 ]; then
   SRC=${ATTN_DYN_DATA:-../shared/data}
-  mkdir -p "$DATA" .whl
+  COPY=()                   # the folders to copy, each found before anything is written
   for folder in $(echo "$PLAN" | awk '{print $2}' | sort -u); do
-    case "$folder" in
-      -) ;;
-      cifar10-full) [ -d "$DATA/cifar10-jpeg" ] || cp -r "$SRC/cifar10-jpeg" "$DATA/" ;;
-      *) [ -d "$DATA/$folder" ] || cp -r "$SRC/$folder" "$DATA/" ;;
-    esac
+    case "$folder" in -) continue ;; cifar10-full) folder=cifar10-jpeg ;; esac
+    [ -d "$DATA/$folder" ] && continue
+    if [ ! -d "$SRC/$folder" ]; then
+      echo "Error: the cells' data folder $SRC/$folder does not exist; set ATTN_DYN_DATA to" \
+        "the folder that holds $folder (default ../shared/data)" >&2
+      exit 2
+    fi
+    COPY+=("$folder")
+  done
+  mkdir -p "$DATA" .whl
+  for folder in "${COPY[@]}"; do   # under another name until whole: a rerun skips a folder
+    rm -rf "$DATA/.partial-$folder"                                     # that is there
+    if ! err=$(cp -r "$SRC/$folder" "$DATA/.partial-$folder" 2>&1 \
+        && mv "$DATA/.partial-$folder" "$DATA/$folder" 2>&1); then
+      rm -rf "$DATA/.partial-$folder" "$DATA/PROVENANCE"
+      echo "Error: could not copy $SRC/$folder into $DATA/ ($(echo "$err" | head -n 1));" \
+        "nothing of it was kept" >&2
+      exit 2
+    fi
   done
   $PY -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
     --implementation cp --platform any -d .whl "array-api-compat>=1.4" \
@@ -252,12 +274,12 @@ probe_step() {   # GPU_CELLS_COMPILE=auto: leave "mode|way|speed-up|reason" on s
   local modes=${GPU_CELLS_PROBE_MODES:-grouped_nchw,loop}
   local select="$test or (separate_forwards and $device)"
   case ",$modes," in *,unfold,*) ;; *) select="($select) and not unfold" ;; esac
-  timeout 90 $PY -m pytest -q -p no:cacheprovider tests/test_batched_step.py \
+  timeout -k 10 90 $PY -m pytest -q -p no:cacheprovider tests/test_batched_step.py \
     tests/test_torch_batched.py -k "$select" \
     >"$log" 2>&1 && tail -n 1 "$log" | grep -q passed && ! tail -n 1 "$log" | grep -q skipped \
     && passed=1
   # shellcheck disable=SC2086   # the probe's size: words, as given
-  timeout 90 $PY benchmarks/bench_batched_seeds.py --device "$device" --seeds 3 --m 5 \
+  timeout -k 10 90 $PY benchmarks/bench_batched_seeds.py --device "$device" --seeds 3 --m 5 \
     --paradigm ha --batch 100 --optimizer adam --classifier lenet \
     --modes "$modes" \
     --compile "none,$way" --no-sequential \
@@ -296,18 +318,37 @@ run_one() {   # name left: run one cell, leave "STATE|seconds|last line" in runs
       limit=(--time-limit "$stop" --compile "$SYNTH_STEP") ;;
     t2-*|tiny-t2-*) limit=(--time-limit "$stop2") ;;
   esac
-  OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} timeout "$left" $ATTN cells run "$name" --data-root "$DATA" \
-    --device "${GPU_CELLS_DEVICE:-cuda}" "${limit[@]}" >"runs/cells/$name.log" 2>&1
+  # a cell still running after SIGTERM's grace (it writes its record then) is killed
+  OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} timeout -k 20 "$left" $ATTN cells run "$name" \
+    --data-root "$DATA" --device "${GPU_CELLS_DEVICE:-cuda}" "${limit[@]}" \
+    >"runs/cells/$name.log" 2>&1
   rc=$?
-  case $rc in 0) state=DONE ;; 124) state=TIMEOUT ;; *) state="FAIL($rc)" ;; esac
+  case $rc in 0) state=DONE ;; 124|137) state=TIMEOUT ;; *) state="FAIL($rc)" ;; esac
   echo "$state|$(( SECONDS - t0 )) s|$(tail -n 1 "runs/cells/$name.log" | cut -c1-90 | tr '|' '/')" \
     >"runs/cells/$name.status"
+  if [ -n "${OUT:-}" ]; then   # its records under $OUT at once: they come back even if the
+    mkdir -p "$OUT/cells"      # machine ends the job later (a .name while being copied)
+    for f in $(written "$name"); do
+      cp "$f" "$OUT/cells/.${f##*/}" && mv "$OUT/cells/.${f##*/}" "$OUT/cells/${f##*/}"
+    done
+  fi
 }
 DMON=""                      # the card's load while the cells run, every 5 s (SM and memory
 if [ -n "${OUT:-}" ] && [ "${GPU_CELLS_DEVICE:-cuda}" != cpu ] \
     && command -v nvidia-smi >/dev/null 2>&1; then   # %): is there room for more at once?
   DMON=$( (nvidia-smi dmon -s u -d 5 >"$OUT/gpu_dmon.txt" 2>&1 & echo $!) )  # not a job
 fi
+records_now() {   # each record in results/cells: its name, modification time and size
+  find results/cells -maxdepth 1 -name '*.json' -printf '%f %T@ %s\n' 2>/dev/null
+}
+BEFORE=$(records_now)
+written() {   # the records of cell $1 (whole, or its parts $1@K) this job wrote or changed
+  local f
+  for f in "results/cells/$1.json" "results/cells/$1"@*.json; do
+    [ -f "$f" ] && ! grep -qxF -- "$(find "$f" -printf '%f %T@ %s\n')" <<<"$BEFORE" \
+      && echo "$f"
+  done
+}
 NAMES=()
 while read -r name folder minutes secs; do
   left=$(( BUDGET - (SECONDS - START) ))
@@ -332,11 +373,11 @@ while read -r name folder minutes secs; do
 done <<<"$PLAN"
 wait
 [ -n "$DMON" ] && kill "$DMON" 2>/dev/null
-RAN=()                                  # the cells that ran (and may have written a record)
+WROTE=()                            # the records this job wrote or changed (not the store's)
 for name in "${NAMES[@]}"; do
   row=$(cat "runs/cells/$name.status" 2>/dev/null || echo "FAIL(?)|-|no status")
   case "$row" in DONE*|SKIP*) ;; *) FAILED=1 ;; esac
-  case "$row" in DONE\|*|TIMEOUT\|*) RAN+=("$name") ;; esac
+  for f in $(written "$name"); do WROTE+=("$(basename "$f" .json)"); done
   ROWS+=("$name|$row")
 done
 
@@ -349,15 +390,16 @@ SUMMARY=$( {
   echo "| cell | status | time | last line |"
   echo "|---|---|---|---|"
   for row in "${ROWS[@]}"; do IFS='|' read -r a b c d <<<"$row"; echo "| $a | $b | $c | $d |"; done
-  # what the cells that ran wrote, as `attn-dyn cells report` tables them
-  if [ "${#RAN[@]}" -gt 0 ]; then
-    echo
-    $PY - "${RAN[@]}" <<'PYEOF' 2>&1 || echo "(the records of this job could not be tabled)"
+  # what this job wrote, as `attn-dyn cells report` tables it
+  echo
+  if [ "${#WROTE[@]}" = 0 ]; then echo "(no record written)"
+  else
+    $PY - "${WROTE[@]}" <<'PYEOF' 2>&1 || echo "(the records of this job could not be tabled)"
 import sys
 from minimal_attn.experiments import results_store, results_tables
-ran = set(sys.argv[1:])
-mine = [r for r in results_store.read_cells("results") if r["cell"] in ran]
-print(results_tables.render(mine) if mine else "(no record written)")
+wrote = set(sys.argv[1:])
+print(results_tables.render([r for r in results_store.read_cells("results")
+                             if r["cell"] in wrote]))
 PYEOF
   fi
 } )

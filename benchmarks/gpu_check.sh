@@ -9,7 +9,8 @@
 #
 # --only runs the checks whose names match REGEX (grep -E): `--only '^speed_'` is the
 # issue-19 speed checks alone (whole-step capture of the batched CNN FCAM, Snell's
-# training steps and the paper-size SST-2 agreement row).
+# training steps and the paper-size SST-2 agreement row); a REGEX grep cannot read, or
+# one that matches no check, is an error.
 # --dry-run lists every check, its command and whether it would run, and exits 0.
 # Each check has its own time limit, cut to what is left of the total budget
 # (default 570 s); with under 30 s left a check is skipped and says so. Logs go to DIR (default gpu_check_out/).
@@ -42,10 +43,19 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-case "$BUDGET" in
-  ''|*[!0-9]*|0) echo "Error: --budget must be a whole number of seconds > 0, got '$BUDGET'" >&2
-     exit 2 ;;
+case "$BUDGET" in   # digits, read in base 10 below (bash would read 0550 as octal 360)
+  ''|*[!0-9]*) BUDGET_OK=0 ;;
+  *) BUDGET_OK=$(( ${#BUDGET} <= 9 && 10#$BUDGET > 0 )) ;;
 esac
+if [ "$BUDGET_OK" = 0 ]; then
+  echo "Error: --budget must be a whole number of seconds > 0 (at most 9 digits), got '$BUDGET'" >&2
+  exit 2
+fi
+BUDGET=$(( 10#$BUDGET ))
+grep -Eq -- "$ONLY" </dev/null 2>/dev/null
+if [ $? = 2 ]; then
+  echo "Error: --only '$ONLY' is not a regular expression grep -E reads" >&2; exit 2
+fi
 
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}
 PY=${PYTHON:-python}
@@ -54,7 +64,7 @@ elif [ -d ../shared/data ]; then DATA=../shared/data
 else DATA=shared/data
 fi
 if command -v attn-dyn >/dev/null 2>&1; then CLI=attn-dyn
-else CLI="$PY -c 'from minimal_attn.cli.main import main; main()'"
+else CLI="$PY -m minimal_attn.cli.main"    # words: the commands below split it
 fi
 
 has_file() { [ -f "$1" ]; }
@@ -76,6 +86,8 @@ CHECKS=(
   # issue 19 speed: the step captured whole (tests first: graph vs eager), its mosaics/s
   # and operator counts; Snell's training steps old route vs new, and where a step's time
   # goes (host, kernels, host waits: benchmarks/snell_profile.py); the paper-size SST-2 row
+  # (after the proxy's test on the card: the row runs either way, and the check fails if
+  # either does)
   "speed_step_tests|150||$PY -m pytest -q -rs -p no:cacheprovider tests/test_batched_step.py tests/test_batched_flat.py tests/test_torch_batched.py tests/test_authors_recipe.py"
   "speed_batched_capture|180|has_file benchmarks/bench_batched_seeds.py|$PY benchmarks/bench_batched_seeds.py --device cuda --seeds 12 --paradigm ha --n-train 2000 --n-test 500 --batch 100 --optimizer adam --classifier lenet --modes grouped_nchw --compile none,cudagraph,compile --no-sequential --epochs 2"
   "speed_batched_precision|150|has_file tests/test_batched_precision.py|$PY -m pytest -q -rs -p no:cacheprovider tests/test_batched_precision.py -k cuda && $PY benchmarks/bench_batched_seeds.py --device cuda --seeds 12 --paradigm ha --n-train 2000 --n-test 500 --batch 100 --optimizer adam --classifier lenet --modes grouped_nchw --compile none --precision fp32,tf32,bf16 --no-sequential --epochs 2"
@@ -83,7 +95,7 @@ CHECKS=(
   "speed_batched_modes|180|has_file benchmarks/bench_batched_seeds.py|$PY -m pytest -q -rs -p no:cacheprovider tests/test_batched_step.py -k cuda_graph && $PY benchmarks/bench_batched_seeds.py --device cuda --seeds 12 --paradigm ha --n-train 2000 --n-test 500 --batch 100 --optimizer adam --classifier lenet --modes grouped_nchw,grouped,loop,unfold --compile none,cudagraph --precision fp32,tf32,bf16 --no-sequential --epochs 2"
   "speed_snell_steps_sst2|90|[ -d $DATA/sst2 ]|$PY benchmarks/bench_snell_agreement.py --dataset sst2 --data-dir $DATA/sst2 --device cuda --train-steps-only --steps 300 --profile"
   "speed_snell_steps_multi30k|90|[ -d $DATA/multi30k ]|$PY benchmarks/bench_snell_agreement.py --dataset multi30k --data-dir $DATA/multi30k --device cuda --train-steps-only --steps 300 --profile"
-  "speed_agreement_sst2_paper|240|has_command agreement && [ -d $DATA/sst2 ]|$PY -m pytest -q -p no:cacheprovider tests/test_proxy_fast.py -k card; $CLI agreement --task classify --dataset sst2 --data-dir $DATA/sst2 --device cuda --workers 6 --time-limit ${GPU_CHECK_ROW_LIMIT:-150} --no-progress --out $OUT/agreement_paper"
+  "speed_agreement_sst2_paper|240|has_command agreement && [ -d $DATA/sst2 ]|$PY -m pytest -q -p no:cacheprovider tests/test_proxy_fast.py -k card; t=\$?; $CLI agreement --task classify --dataset sst2 --data-dir $DATA/sst2 --device cuda --workers 6 --time-limit ${GPU_CHECK_ROW_LIMIT:-150} --no-progress --out $OUT/agreement_paper || exit; exit \$t"
   "speed_synthetic_graph|120|has_file tests/test_synthetic_graph.py|$PY -m pytest -q -rs -p no:cacheprovider tests/test_synthetic_graph.py -k cuda && for p in sa ha; do $PY benchmarks/bench_synthetic_seeds.py --device cuda --hidden 256 --embed 256 --steps 100 --task permutation --seeds 40 --paradigm \$p --compile none,cudagraph --no-sequential || exit 1; done"
   # how K models share the card: K processes (a row's workers) against K threads of one
   # process on their own CUDA streams, against one alone
@@ -97,6 +109,9 @@ SELECTED=()
 for entry in "${CHECKS[@]}"; do
   echo "${entry%%|*}" | grep -Eq -- "$ONLY" && SELECTED+=("$entry")
 done
+if [ "${#SELECTED[@]}" = 0 ]; then
+  echo "Error: --only '$ONLY' matches none of the checks (--dry-run lists them)" >&2; exit 2
+fi
 CHECKS=("${SELECTED[@]}")
 
 card_name() {
