@@ -154,7 +154,8 @@ def run_cells(names, data_root, results_dir, work_root, device, time_limit, comp
 def plot(names, work, path, title):
     """Plot the training curves of the cells NAMES from their run folders.
 
-    Table 1 cells: mean a_z and training loss per epoch, one curve per cell.
+    Table 1 cells: mean training a_z and loss per epoch, test accuracy and SAIF where
+    the test set was scored, one curve per cell.
     Synthetic cells: test accuracy against step, one curve per seed and condition
     (Snell Fig. 3). Name the parts of a cell (permute-copy@1 permute-copy@2) to draw
     all its seeds.

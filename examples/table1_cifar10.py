@@ -42,7 +42,8 @@
 #
 # The paper trains on 10,000 mosaics (CIFAR-10) with 12 seeds, on a GPU. This script
 # runs on the shared CIFAR-10 subset (10,000 training and 5,000 test images) at
-# a size a 2-core CPU finishes in about seven minutes: m = 5 with 2,000 training
+# a size a 2-core CPU finishes in about 7 minutes alone (13-14 shared with another
+# job, by its epoch times on 2026-11-28): m = 5 with 2,000 training
 # mosaics and m = 20 with 500, six epochs, one seed, the paper's learning rates
 # and the full Appendix A.2 networks. That is well under 1% of the paper's compute,
 # so expect accuracies near chance (33%) and SAIF near 0: the focus has barely

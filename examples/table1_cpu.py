@@ -33,11 +33,13 @@
 #
 # and prints test SAIF and accuracy (mean ± std over seeds) beside the paper's,
 # the paradigms' order with whether each gap exceeds one standard deviation,
-# and the mean-$a_z$ curves of both recipes. The full run is sized to finish in
-# about 45 minutes on the idle 2-core machine (`TABLE1_CPU_THREADS=2`); on a
-# shared machine one thread (the default) is faster. `TABLE1_CPU=reduced` runs
-# a small version in a few minutes; `TABLE1_CPU_OUT` sets the output folder
-# (default `runs/table1_cpu`), `TABLE1_CPU_DEVICE=cuda` runs the same on a GPU.
+# and the mean-$a_z$ curves of both recipes. The full run was sized at about 45
+# minutes on the idle 2-core machine (`TABLE1_CPU_THREADS=2`) from the per-epoch cost
+# measured alone; on the shared machine its training took 261 + 124 min summed over
+# its processes (the README's block), and one thread (the default) is faster there.
+# `TABLE1_CPU=reduced` runs a small version (1/15 of the work; 8.6 min at load 2);
+# `TABLE1_CPU_OUT` sets the output folder (default `runs/table1_cpu`),
+# `TABLE1_CPU_DEVICE=cuda` runs the same on a GPU.
 # `TABLE1_CPU_PARADIGMS=sa,lv` trains only those paradigms and
 # `TABLE1_CPU_RECIPES=paper_sgd` only that recipe, so the work can be spread
 # over processes; a final run without them finds every run finished in its

@@ -9,7 +9,8 @@ V&R (Vashisht & Ramaswamy 2023):
   :func:`minimal_attn.fixed_focus.fixed_focus_curves`;
 * :func:`plot_trajectories`: Figure 4, mu(t) and nu(t) of the ODEs (Theorems 1-2);
 * :func:`plot_heatmap`: Figure 1's focus-prediction heat map of (a_z, s_y);
-* :func:`plot_training_curves`: mean a_z and training loss per epoch of Table 1 runs.
+* :func:`plot_training_curves`: mean training a_z and loss, test accuracy and SAIF per
+  epoch of Table 1 runs.
 
 Snell et al. (2021):
 
