@@ -1,6 +1,7 @@
 """The benchmark scripts refuse bad input as the CLI does: one line ``Error: ...`` naming
 the option, exit status 2, no traceback, and before any work is timed."""
 
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -59,13 +60,30 @@ NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU is vis
     ("bench_fixed_focus.py", ["--lr", "nan"], "--lr must be a finite number > 0, got nan"),
     ("bench_fixed_focus.py", ["--bogus"], "unrecognized arguments: --bogus"),
 ])
-def test_bad_input_is_one_line_and_exit_2(tmp_path, script, args, words):
-    run = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True,
-                         text=True, timeout=120, cwd=tmp_path)
-    assert run.returncode == 2, run.stderr
-    assert run.stderr.startswith("Error: ") and run.stderr.count("\n") == 1, run.stderr
-    assert words in run.stderr and "Traceback" not in run.stderr and "usage:" not in run.stderr
+def test_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys, script, args, words):
+    # in this process, as `python benchmarks/SCRIPT` runs it (a subprocess each would spend
+    # its time importing torch again; one real process: the test below)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(BENCH))
+    monkeypatch.setattr(sys, "argv", [str(BENCH / script), *args])
+    threads = torch.get_num_threads()
+    with pytest.raises(SystemExit) as stop:
+        runpy.run_path(str(BENCH / script), run_name="__main__")
+    torch.set_num_threads(threads)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2, err
+    assert err.startswith("Error: ") and err.count("\n") == 1, err
+    assert words in err and "Traceback" not in err and "usage:" not in err
     assert list(tmp_path.iterdir()) == []                     # nothing written
+
+
+def test_a_script_run_as_a_process_refuses_in_one_line(tmp_path):
+    run = subprocess.run([sys.executable, str(BENCH / "bench_cnn_throughput.py"),
+                          "--batch", "0"], capture_output=True, text=True, timeout=120,
+                         cwd=tmp_path)
+    assert run.returncode == 2 and run.stderr == \
+        "Error: --batch must be an integer >= 1, got 0\n", run.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_run_script_names_the_option_and_passes_the_status_on(capsys):
