@@ -11,7 +11,8 @@ from minimal_attn import ibm1
 from minimal_attn._xp import cupy_available, to_numpy
 from minimal_attn.errors import InputError
 
-XPS = ["numpy"] + (["cupy"] if cupy_available()[0] else [])
+_CUPY, _NO_CUPY = cupy_available()
+XPS = ["numpy", pytest.param("cupy", marks=pytest.mark.skipif(not _CUPY, reason=_NO_CUPY))]
 
 
 # ------------------------------------------------------------- references
