@@ -251,13 +251,12 @@ def write_fixed_focus(result, out):
     """``fixed_focus_<paradigm>.csv`` (columns CSV_HEADER), ``fixed_focus_losses.png`` and
     ``focus_incentives.png`` into ``out``, all or none, replacing the files of an earlier
     ``fixed-focus`` run there; returns the file names."""
-    from minimal_attn.experiments.io import staged_folder, write_csv
+    from minimal_attn.experiments.io import write_csv
     from minimal_attn.experiments.plots import plot_fixed_focus_losses, plot_incentives
-    from minimal_attn.experiments.run_folders import MARKS, check_run_folder
+    from minimal_attn.experiments.run_folders import replacing_set
 
     names = [f"fixed_focus_{p}.csv" for p in result]
-    check_run_folder(out, "fixed-focus")      # and its last run's set here is replaced
-    with staged_folder(out, replaces=MARKS["fixed-focus"]) as stage:
+    with replacing_set(out, "fixed-focus") as stage:
         for name, curves in zip(names, result.values()):
             rows = []
             for key, c in curves.items():

@@ -164,12 +164,11 @@ def file_names(result):
 def write_ode(result, out):
     """Write the CSVs (columns t, mu, nu, alpha, beta) and ``ode.png`` into ``out``, all or
     none; they replace the files of an earlier ``ode`` run there."""
-    from minimal_attn.experiments.io import staged_folder, write_csv
+    from minimal_attn.experiments.io import write_csv
     from minimal_attn.experiments.plots import plot_trajectories
-    from minimal_attn.experiments.run_folders import MARKS, check_run_folder
+    from minimal_attn.experiments.run_folders import replacing_set
 
-    check_run_folder(out, "ode")         # and the set of its last run here is replaced
-    with staged_folder(out, replaces=MARKS["ode"]) as stage:
+    with replacing_set(out, "ode") as stage:
         for name, res in file_names(result).items():
             write_csv(os.path.join(stage, name), list(COLUMNS),
                       zip(*(res[k] for k in COLUMNS)))

@@ -112,7 +112,8 @@ def provenance(wall_seconds, device="cpu", protocol=None, command=None, repo=Non
     folder; when more than one did, ``commit`` names each distinct commit (oldest first),
     ``dirty`` is true if any tree was, and ``code_history`` keeps the list."""
     commit, dirty = source if source is not None else code_source(repo)
-    if history is not None and len(history) > 1:
+    several = history is not None and len(history) > 1
+    if several:
         commit = ",".join(dict.fromkeys(str(h.get("commit")) for h in history))
         flags = [h.get("dirty") for h in history]
         dirty = True if any(flags) else None if None in flags else False
@@ -123,7 +124,7 @@ def provenance(wall_seconds, device="cpu", protocol=None, command=None, repo=Non
            "cpu_count": os.cpu_count(), "platform": platform.platform(terse=True),
            "protocol": protocol, "wall_seconds": round(float(wall_seconds), 1),
            "command": " ".join(command if command is not None else sys.argv)}
-    if history is not None and len(history) > 1:
+    if several:
         out["code_history"] = history
     torch = sys.modules.get("torch")
     if torch is not None:

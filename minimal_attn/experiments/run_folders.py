@@ -18,7 +18,7 @@ import json
 import os
 
 from minimal_attn.errors import InputError
-from minimal_attn.experiments.io import check_new_run, check_output_dir
+from minimal_attn.experiments.io import check_new_run, check_output_dir, staged_folder
 
 #: command -> paths (relative to the run folder; glob patterns) that only its runs write
 MARKS = {
@@ -63,10 +63,18 @@ def run_commands(out):
 
 
 def check_output_set(out, command, param="out"):
-    """Before computing, for a command that writes one set of files into ``out`` (``ode``,
-    ``fixed-focus``): ``out`` is writable and holds no other command's run."""
+    """Before computing: ``out`` is writable and holds no run of a command other than
+    ``command`` (``ode``, ``fixed-focus``, ``sweep``)."""
     check_output_dir(out, param)
     check_run_folder(out, command, param=param)
+
+
+def replacing_set(out, command, param="out"):
+    """:func:`.io.staged_folder` of ``command`` (``ode``, ``fixed-focus``), whose files move
+    into ``out`` as one set replacing its last run's (:data:`MARKS`), in a folder that
+    holds no other command's run."""
+    check_run_folder(out, command, param=param)
+    return staged_folder(out, param, replaces=MARKS[command])
 
 
 def check_run_folder(out, command, resume=None, param="out"):

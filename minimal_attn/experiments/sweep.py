@@ -23,9 +23,9 @@ import os
 import sys
 
 from minimal_attn.errors import InputError, check_folder
-from minimal_attn.experiments.io import check_output_dir, ensure_dir, write_json
+from minimal_attn.experiments.io import ensure_dir, write_json
 from minimal_attn.experiments.results_store import cell_path
-from minimal_attn.experiments.run_folders import check_run_folder
+from minimal_attn.experiments.run_folders import check_output_set
 from minimal_attn.experiments.sweep_cell import CRASH_STATUS, make_task, read_record, record_status
 from minimal_attn.experiments.sweep_engines import make_engine
 from minimal_attn.experiments.sweep_grid import add_settings, expand, operational
@@ -96,8 +96,7 @@ def run_sweep(out, grid=None, engine="local", resume=False, engine_options=None,
     (grid, settings, ``out``, the engine's extra) comes before anything is written.
     """
     log = log or (lambda line: None)
-    check_output_dir(out)
-    check_run_folder(out, "sweep")      # its merged files would replace another run's
+    check_output_set(out, "sweep")      # its merged files would replace another run's
     if grid is None:
         if not resume:
             raise InputError("give the grid (--grid or --grid-file), or --resume to "
