@@ -108,7 +108,7 @@ def head_sets(scenario, screened, heads, count):
 
     One random stream keyed on the scenario (not on a seed) draws sets (*all-bad*: ``K``
     distinct bad heads; *one-good*: one good and ``K - 1`` bad) and keeps each new set
-    (as a set: Eq. (21) sums the contexts, so order is no difference), so seed index
+    (as a set: Snell Eq. (21) sums the contexts, so order makes no difference), so seed index
     ``i`` takes the ``i``-th: any block of seeds draws what the whole set draws. Needs
     ``count <= n_head_sets(...)``.
     """
