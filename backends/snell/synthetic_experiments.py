@@ -120,7 +120,7 @@ def _count_table_figure(task, first_seed, out_dir):
         C, cols = C[1:, 1:], None
     name = "count_table.png"
     plots.plot_count_table(C, os.path.join(out_dir, name),
-                           f"count table C, Snell Eq. (16): {cond} (400 pairs)", col_labels=cols)
+                           f"count table C (Snell Eq. (16))\n{cond}, 400 pairs", col_labels=cols)
     return name
 
 

@@ -7,7 +7,11 @@ from minimal_attn.experiments.plots._base import pyplot
 
 
 def plot_sweep_cells(entries, path):
-    """Test accuracy and SAIF per cell (mean ± std, %), the paper's value as a black mark."""
+    """Test accuracy and SAIF per cell (mean ± std, %), the paper's value as a black mark.
+
+    The axis labels name the mark: a legend inside the panels would cover the marks of the
+    highest rows.
+    """
     plt = pyplot()
     n = max(len(entries), 1)
     fig, axes = plt.subplots(1, 2, figsize=(11, 1.2 + 0.32 * n), sharey=True, squeeze=False)
@@ -19,9 +23,8 @@ def plot_sweep_cells(entries, path):
         ax.barh(y, means, xerr=stds, color="tab:blue", alpha=0.7, capsize=2)
         paper = [(i, e["paper"][key]) for i, e in enumerate(entries) if e.get("paper")]
         if paper:
-            ax.plot([v for _, v in paper], [i for i, _ in paper], "kd", label="paper")
-            ax.legend(loc="lower right", fontsize=8)
-        ax.set_xlabel(label)
+            ax.plot([v for _, v in paper], [i for i, _ in paper], "kd")
+        ax.set_xlabel(label + (", \u25c6 the paper's" if paper else ""))
         ax.set_xlim(0, 100)
         ax.grid(True, axis="x", alpha=0.3)
     axes[0][0].set_yticks(y)

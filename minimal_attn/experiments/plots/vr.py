@@ -13,6 +13,19 @@ PARADIGM_TITLES = {"sa": "soft attention (SA)", "ha": "hard attention (HA)",
                    "lv": "latent variable (LV)"}
 
 
+def _plain_log_labels(ax):
+    """Label a log axis with plain numbers ("0.1", "2"), not "1e-01"; its minor ticks too
+    when it spans under a decade, where the major ticks alone would leave one label or none."""
+    from matplotlib.ticker import FuncFormatter
+
+    def minor(v, _):
+        low, high = ax.get_ylim()
+        return f"{v:g}" if 0 < low and high / low < 10 else ""
+
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(minor))
+
+
 def _panels(result, key, ylabel, title, path, log_y):
     """One panel per paradigm, one curve per alpha; the closed form ``key + '_closed_form'``."""
     plt = pyplot()
@@ -33,15 +46,11 @@ def _panels(result, key, ylabel, title, path, log_y):
                 ax.plot(epoch, exact, color="black", lw=0.9, ls="--", alpha=0.8)
         if log_y:
             ax.set_yscale("log")
-            # plain numbers ("1.1", "0.2") rather than "1.1 x 10^0" on a narrow log range
-            from matplotlib.ticker import LogFormatter
-
-            ax.yaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
-            ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False,
-                                                      minor_thresholds=(1, 0.4)))
+            _plain_log_labels(ax)
         ax.set_title(PARADIGM_TITLES.get(p, p))
         ax.set_xlabel("epoch")
-        ax.set_ylabel(ylabel)
+        if ax is axes[0][0] or not log_y:        # shared log axes: one label, one tick column
+            ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3)
     handles, labels = axes[0][-1].get_legend_handles_labels()
     if any(c.get(key + "_closed_form") is not None for cs in result.values()
