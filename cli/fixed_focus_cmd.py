@@ -33,10 +33,10 @@ _D = FixedFocusConfig
 @click.option("--m", "m", type=int, default=default(_D, "m"), show_default=True,
               help="Segments per mosaic (>= 2).")
 @click.option("--classes", "n_classes", type=int, default=None,
-              help=f"Classes C [default: {LINEAR_CLASSES}; CIFAR: the paper's foreground "
-                   "classes, as in "
-                   "attn-dyn train: airplane, automobile, bird for cifar10, the 50 animal "
-                   "and people classes for cifar100; a smaller C keeps the first C of them, "
+              help=f"Classes C [default: {LINEAR_CLASSES}; CIFAR: the foreground "
+                   "classes of attn-dyn train: airplane, automobile, bird for cifar10 (the "
+                   "paper's), the 50 animal and people classes for cifar100 (our choice: the "
+                   "paper names none); a smaller C keeps the first C of them, "
                    "the others joining the background as in attn-dyn train].")
 @click.option("--alphas", default=default(_D, "alphas"), show_default=True,
               help="Comma-separated foreground scores alpha in [0, 1], one curve each.")

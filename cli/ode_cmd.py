@@ -24,7 +24,8 @@ from minimal_attn.losses import LOSS_PARADIGMS
               help="Segments per mosaic (>= 2). Omit --m and --classes for Figure 4's "
                    "two settings: (m, C) = " + " and ".join(
                        f"({m}, {c})" for m, c, _ in FIGURE4_SETTINGS)
-              + "; a missing one takes the first setting's value.")
+              + " (our choice: the paper names no values); a missing one takes the first "
+                "setting's value.")
 @click.option("--classes", "n_classes", type=int, default=None,
               help="Number of classes C (>= 2).")
 @click.option("--t-max", type=float, default=None,

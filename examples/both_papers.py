@@ -11,10 +11,11 @@
 # # Both papers in one frame: SA, HA, LV and the hybrid on Snell et al.'s tasks
 #
 # Vashisht & Ramaswamy (2023) compare four ways to train a focus: soft attention
-# (SA), hard attention (HA, V&R Eq. (9)), the latent-variable marginal likelihood
-# (LV, V&R Eq. (11)) and the hybrid (SA, then HA). Snell et al. (2021) study SA
-# alone, in LSTM models, and build a task where it often fails: copying
-# permutations of the same 40 words (Sec. 3.3), where the lexical probe
+# (SA), hard attention (HA), the latent-variable marginal likelihood (LV), all three
+# defined in V&R Sec. 2.3 (their gradients: V&R Eqs. (7)-(12)), and the hybrid
+# (SA, then HA). Snell et al. (2021) study SA alone, in LSTM models, and build a
+# task where it often fails: copying permutations of the same 40 words (Sec. 3.3),
+# where the lexical probe
 # $\beta_{t,l} = N([h_l, s_t])_{y_t}$ (Snell Eq. (4)) carries no signal early on.
 #
 # Per target token t over the source positions l, with $\alpha_{t,l}$ the

@@ -39,7 +39,8 @@ class LinearFixedFocusModel:
     r"""The linear classifier :math:`g(x) = Wx` of Section 4, one per alpha, focus frozen.
 
     State ``{"W": (A, C, d)}``; an epoch is one full-batch gradient step, so
-    epoch ``k`` of the exact population is time ``k * lr`` of Theorem 1.
+    epoch ``k`` of the exact population approximates time ``k * lr`` of Theorem 1 (an
+    explicit Euler step).
     """
 
     def __init__(self, X, y, n_classes, init_scale=0.0, seed=0):

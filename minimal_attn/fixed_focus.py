@@ -157,9 +157,9 @@ class ReferenceFixedFocusModel:
     the attention fixed to that alpha (:func:`minimal_attn.fcam.loss`), and an
     epoch is one full-batch gradient step on W alone
     (:func:`minimal_attn.fcam.loss_and_grad`), so epoch ``k`` of the exact
-    population is time ``k * lr`` of Theorem 1. :class:`LinearFixedFocusModel`
-    computes the same numbers much faster. ``X`` and ``y`` may live in any
-    array namespace; the state and the gradients follow them.
+    population approximates time ``k * lr`` of Theorem 1 (an explicit Euler step).
+    :class:`LinearFixedFocusModel` computes the same numbers much faster. ``X`` and
+    ``y`` may live in any array namespace; the state and the gradients follow them.
     """
 
     def __init__(self, X, y, n_classes, init_scale=0.0, seed=0):

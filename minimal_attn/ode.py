@@ -78,7 +78,8 @@ def nu_of(alpha, m):
 
 
 def population_loss(paradigm, mu, alpha, n_classes):
-    """Population loss of Section 4 at classifier strength ``mu`` and focus ``alpha``."""
+    """Population loss of Section 4 at classifier strength ``mu`` and focus ``alpha``: the
+    first lines of V&R App. A.6 (SA), A.7 (HA) and A.8 (LV) on the invariant set."""
     C = n_classes
     paradigm = check_paradigm(paradigm, LOSS_PARADIGMS)
     mu = np.asarray(mu, dtype=float)

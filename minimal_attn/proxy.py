@@ -128,9 +128,11 @@ def _loss_and_grads(params, batch):
     logp = log_softmax(ebar @ W.T)                                    # (B, |O|), Snell Eq. (5)
     picked = xp.take(xp.reshape(logp, (-1,)), tgt_pair * n_out + tgt)     # (Nt,) log p_t[y_t]
     loss = -xp.sum(picked)                                            # Snell Eq. (14)
-    # backward: residual r = T p - n, n the counts of each output word in the pair, written
-    # (T - n) p - n (1 - p) with 1 - p = -expm1(log p): both terms exact where p rounds to 1
-    # made where W lives, so a step on a device reads nothing from the host
+    # backward, Snell Eq. (44) summed over the pair's T outputs (Eq. (43)):
+    # -dL/de_i = (1/L) sum_l 1[x_l = i] sum_t (W_{y_t} - sum_o p_o W_o) = -(1/L) #i r W, with
+    # the residual r = T p - n, n the counts of each output word in the pair. r is written
+    # (T - n) p - n (1 - p) with 1 - p = -expm1(log p): both terms exact where p rounds to 1.
+    # Everything is made where W lives, so a step on a device reads nothing from the host.
     ones = xp.reshape(xp.ones_like(tgt, dtype=W.dtype), (-1, 1))             # (Nt, 1)
     T = scatter_add_rows(xp, tgt_pair, ones, B)[:, 0]                        # (B,) lengths
     counts = xp.reshape(scatter_add_rows(xp, tgt_pair * n_out + tgt, ones, B * n_out),
@@ -163,7 +165,8 @@ def beta_px(params, x, y):
 
 
 def word_translation(params):
-    """The proxy's KTIW table softmax(W e_i) for every source word i, shape (|I|, |O|)."""
+    """Snell Eq. (13): the proxy's KTIW table theta^px_i = softmax(W e_i) for every source
+    word i, shape (|I|, |O|)."""
     return get_xp(params["W"]).exp(log_softmax(params["e"] @ params["W"].T))
 
 

@@ -5,7 +5,8 @@ r"""LSTM attention models of Snell et al. (2021), Sections 2.1, 2.2, 2.4 and App
   :math:`a_l = v^T \mathrm{ReLU}(Q h_l)`, output Snell Eq. (8)
   :math:`p^{pos} = \sigma(W^T \sum_l \alpha_l h_l)`, probe Snell Eq. (9). With the
   paper's sizes (300, 256) it has 1,274,882 parameters besides the embeddings,
-  the count A.8 gives (Q: 512 -> 256 and W: 512 -> 1 carry biases).
+  the count A.8 gives: Q (512 -> 256), v (256 -> 1) and W (512 -> 1) carry biases,
+  which Snell Eqs. (7)-(8) do not print.
 * :class:`Seq2Seq`: one embedding shared by source and target, 2-layer
   bidirectional LSTM encoder (``hidden/2`` per direction, so :math:`h_l \in R^H`),
   2-layer LSTM decoder started from the encoder's last states (the two
@@ -129,7 +130,8 @@ class Classifier(nn.Module):
         log_alpha = log_attention(a, mask, self.attention == "uniform")   # (B, L)
         gamma = self.W(h).squeeze(-1)                                     # (B, L)
         if self.rule == "sa":
-            # Snell Eq. (8): W^T sum_l alpha_l h_l + b = sum_l alpha_l (W^T h_l + b)
+            # Snell Eq. (8): W^T sum_l alpha_l h_l + b = sum_l alpha_l (W^T h_l + b), which is
+            # Snell Eq. (12): the logit of p^correct is sum_l alpha_l sigmoid^-1(beta_l)
             logit = self.W((alpha.unsqueeze(-1) * h).sum(1)).squeeze(-1)  # (B,)
         else:     # per-position p(y | h_l) = sigmoid(+-gamma_l), two classes (neg, pos)
             logp_pos = torch.stack([nn.functional.logsigmoid(-gamma),

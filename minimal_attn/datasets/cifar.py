@@ -1,4 +1,4 @@
-r"""CIFAR-10 and CIFAR-100 readers for the image mosaics of Section 5.
+r"""CIFAR-10 and CIFAR-100 readers for the image mosaics of V&R Sec. 2.4 and Sec. 5.
 
 Vashisht & Ramaswamy (2023) build their image SDC tasks from CIFAR-10 (and
 CIFAR-100): a mosaic's segments are 32 x 32 colour images. This module reads

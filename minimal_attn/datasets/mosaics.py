@@ -1,6 +1,6 @@
-r"""Image mosaics: SDC instances whose segments are images (Section 5).
+r"""Image mosaics: SDC instances whose segments are images (V&R Sec. 2.4, used in Sec. 5).
 
-Vashisht & Ramaswamy (2023), Section 5: a mosaic holds ``m`` images; exactly
+Vashisht & Ramaswamy (2023), Section 2.4: a mosaic holds ``m`` images; exactly
 one, at position ``z``, comes from a *foreground* class and gives the label
 ``y``; the other ``m - 1`` come from *background* classes and carry no
 information about ``y``. On CIFAR-10 the default foreground classes are
@@ -121,7 +121,7 @@ def sample_mosaic_indices(labels, foreground_classes, background_classes, m, n, 
 
 def make_image_mosaics(images, labels, foreground_classes, background_classes, m, n,
                        seed=0):
-    """``n`` image mosaics of ``m`` segments from one split (Section 5).
+    """``n`` image mosaics of ``m`` segments from one split (V&R Sec. 2.4).
 
     Parameters
     ----------

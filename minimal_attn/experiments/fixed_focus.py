@@ -8,8 +8,8 @@ focus-improvement incentive (Figure 3) after every epoch. Settings:
   classifier (NumPy), with Theorem 1's closed form beside the simulation;
 * ``cifar10`` / ``cifar100``: CIFAR mosaics built by
   :func:`minimal_attn.datasets.splits.load_mosaic_splits` (the loader ``attn-dyn train``
-  uses, so the paper's foreground classes: airplane, automobile, bird for
-  CIFAR-10; the 50 animal and people classes for CIFAR-100) and the CNN
+  uses, so its foreground classes: the paper's airplane, automobile, bird for
+  CIFAR-10; for CIFAR-100 this package's choice, the 50 animal and people classes) and the CNN
   classifier of Appendix A.2 (torch).
 
 >>> from minimal_attn.experiments.fixed_focus import FixedFocusConfig, run_fixed_focus
@@ -55,7 +55,7 @@ class FixedFocusConfig:
 
     setting: str = "linear-orthogonal"  # one of SETTINGS
     m: int = 20                         # segments per mosaic
-    n_classes: Optional[int] = None     # None: 20 (linear), the paper's foreground (CIFAR)
+    n_classes: Optional[int] = None     # None: 20 (linear), all foreground classes (CIFAR)
     alphas: Sequence = (0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0)  # numbers or numeric strings
     epochs: Optional[int] = None        # None: DEFAULT_EPOCHS_LR[setting]
     lr: Optional[float] = None          # None: DEFAULT_EPOCHS_LR[setting]
@@ -149,7 +149,7 @@ def resolve(cfg):
         C = n_fg if cfg.n_classes is None else cfg.n_classes
         if not (check_int_at_least("n_classes", C, 2, param="n_classes") <= n_fg):
             raise InputError(f"n_classes must be at most {n_fg} for {cfg.setting}: the "
-                             "paper's foreground classes (the rest are background)",
+                             "foreground classes of attn-dyn train (the rest are background)",
                              param="n_classes")
         if cfg.data_dir is None:
             raise InputError(f"setting {cfg.setting} needs data_dir: the folder holding "

@@ -23,7 +23,8 @@ from minimal_attn.experiments.progress import counter
 from minimal_attn.experiments.resources import MAX_STEPS, check_memory
 from minimal_attn.losses import LOSS_PARADIGMS
 
-#: Figure 4's two settings (m, C, t_max), used when neither m nor n_classes is given.
+#: Figure 4's two settings (m, C, t_max), used when neither m nor n_classes is given. The
+#: values are this package's choice: V&R's text says only "two different values of m, C".
 FIGURE4_SETTINGS = ((5, 3, 100.0), (20, 20, 1000.0))
 #: The largest m and C the ODEs take: floats hold every integer up to here exactly.
 MAX_SIZE = 10**15
