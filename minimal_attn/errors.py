@@ -40,12 +40,22 @@ def check_paradigm(name, allowed=PARADIGMS):
     return key
 
 
+def _real(value):
+    """``value`` as a Python number if it is one (NumPy scalars and 0-d arrays included;
+    booleans are not numbers here), else None."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        return None
+    return value
+
+
 def check_int_at_least(name, value, low, param=None):
     """Require an integer ``value >= low`` (e.g. m >= 2 segments, C >= 2 classes)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or \
-            not math.isfinite(value) or int(value) != value or value < low:
-        raise InputError(f"{name} must be an integer >= {low}, got {value}", param=param)
-    return int(value)
+    v = _real(value)
+    if v is None or not math.isfinite(v) or int(v) != v or v < low:
+        raise InputError(f"{name} must be an integer >= {low}, got {value!r}", param=param)
+    return int(v)
 
 
 #: The largest seed a run may use: torch's and NumPy's generators both take it (torch
@@ -63,17 +73,48 @@ def check_seeds(name, first, count=1, param=None):
 
 
 def check_alpha(alpha, name="alpha", param=None):
-    """Require a foreground focus score in [0, 1]."""
-    if not (isinstance(alpha, (int, float)) and 0.0 <= alpha <= 1.0):
-        raise InputError(f"{name} must lie in [0, 1], got {alpha}", param=param)
-    return float(alpha)
+    """Require a foreground focus score, a number in [0, 1] (NumPy scalars included)."""
+    v = _real(alpha)
+    if v is None:
+        raise InputError(f"{name} must be a number in [0, 1], got {alpha!r}", param=param)
+    if not 0.0 <= v <= 1.0:
+        raise InputError(f"{name} must lie in [0, 1], got {float(v):g}", param=param)
+    return float(v)
 
 
 def check_positive(name, value, param=None):
     """Require a finite number > 0 (a time horizon, a learning rate)."""
-    if not (math.isfinite(value) and value > 0):
-        raise InputError(f"{name} must be a finite number > 0, got {value}", param=param)
+    v = _real(value)
+    if v is None or not (math.isfinite(v) and v > 0):
+        raise InputError(f"{name} must be a finite number > 0, got {value!r}", param=param)
     return value
+
+
+def check_labels(y, n_classes, n=None, name="y", param=None):
+    """Require class labels: integers in [0, n_classes), one per instance (``n`` of them).
+
+    A negative label would wrap around to the last class and a float one would be
+    truncated, each giving a loss without error. The range is checked on host (NumPy)
+    arrays only; a device array's dtype and length are checked without reading it back.
+    """
+    shape = tuple(getattr(y, "shape", np.shape(y)))
+    if len(shape) != 1 or (n is not None and shape[0] != n):
+        want = f"({n},)" if n is not None else "(N,)"
+        raise InputError(f"{name} must be a vector of labels {want}, one per instance, "
+                         f"got shape {shape}", param=param)
+    dtype = np.asarray(y).dtype if isinstance(y, (list, tuple)) else y.dtype
+    # NumPy and CuPy dtypes are np.dtype; torch's print as "torch.int64"
+    integral = np.issubdtype(dtype, np.integer) if isinstance(dtype, np.dtype) else \
+        str(dtype).rsplit(".", 1)[-1].startswith(("int", "uint"))
+    if not integral:
+        raise InputError(f"{name} must hold integer class labels, got dtype {dtype}",
+                         param=param)
+    if isinstance(y, (np.ndarray, list, tuple)):
+        flat = np.asarray(y)
+        if flat.size and (flat.min() < 0 or flat.max() >= n_classes):
+            raise InputError(f"{name} must hold labels in 0..{n_classes - 1}, got "
+                             f"{int(flat.min())}..{int(flat.max())}", param=param)
+    return y
 
 
 def check_ids(ids, n_vocab, side, param=None):
