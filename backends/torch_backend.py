@@ -39,79 +39,17 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from minimal_attn.errors import DivergedError, InputError, check_int_at_least, check_paradigm
+from minimal_attn.backends.devices import (  # noqa: F401 (re-export: tb.get_device)
+    get_device,
+    optimizer_step,
+    read_torch,
+    set_threads,
+)
+from minimal_attn.errors import InputError, check_labels, check_paradigm
 from minimal_attn.losses import LOSS_PARADIGMS, phase  # noqa: F401 (re-export)
 
 
-# --------------------------------------------------------------- device
-def get_device(name=None, param=None):
-    """The torch device to run on: CUDA when available, else the CPU.
-
-    The one device resolver of the torch modules (V&R and Snell alike).
-
-    Parameters
-    ----------
-    name : str or None
-        ``None`` or ``"auto"`` picks ``cuda`` if torch sees a GPU, else ``cpu``.
-        An explicit ``"cpu"``, ``"cuda"`` or ``"cuda:K"`` is checked: an
-        unknown name or a GPU that is not there raises :class:`InputError`.
-    param : the option the error names (``"device"``), passed to :class:`InputError`
-    """
-    if name is None or str(name).strip().lower() in ("", "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    text = str(name).strip().lower()
-    try:
-        device = torch.device(text)
-    except (RuntimeError, ValueError):
-        raise InputError(f"unknown device {name!r}: use auto, cpu, cuda or cuda:K",
-                         param=param) from None
-    if device.type == "cpu":
-        return device
-    if device.type != "cuda":
-        raise InputError(f"unsupported device {name!r}: use auto, cpu, cuda or cuda:K",
-                         param=param)
-    if not torch.cuda.is_available():
-        raise InputError(f"device {name!r} requested but torch sees no CUDA GPU; "
-                         "use --device cpu (or auto)", param=param)
-    index = 0 if device.index is None else device.index
-    if index >= torch.cuda.device_count():
-        raise InputError(f"device {name!r} requested but only {torch.cuda.device_count()} "
-                         "CUDA device(s) exist", param=param)
-    return device
-
-
-def set_threads(threads, param="threads"):
-    """Give torch ``threads`` CPU threads in this process (None: leave torch's setting).
-
-    The one place the commands' ``--threads`` and the configs' ``threads`` act; 1 is the
-    fastest on a busy machine (each of its runs otherwise takes every core).
-    """
-    if threads is not None:
-        torch.set_num_threads(check_int_at_least("threads", threads, 1, param=param))
-
-
-def optimizer_step(optimizer, step):
-    """``optimizer.step()``, refusing an update that overflows as a divergence at ``step``.
-
-    An lr near float32's largest number makes Adam's update overflow inside
-    torch (a RuntimeError); the trainers report it like any other divergence.
-    """
-    try:
-        optimizer.step()
-    except RuntimeError as exc:
-        if "overflow" not in str(exc):
-            raise
-        raise DivergedError(f"training diverged at step {step} (the update overflows); "
-                            "lower --lr", param="lr") from None
-
-
 # --------------------------------------------------------------- primitives
-def read_torch(path):
-    """A torch checkpoint as plain tensors and containers, on the CPU (never unpickles code);
-    for :func:`minimal_attn.experiments.checkpoints.load_guarded`."""
-    return torch.load(path, map_location="cpu", weights_only=True)
-
-
 def logsumexp(z, axis=-1, keepdims=False):
     """log(sum(exp(z))) along ``axis``; torch shifts by the max, and all -inf gives -inf."""
     return torch.logsumexp(z, dim=axis, keepdim=keepdims)
@@ -130,10 +68,31 @@ def attention(scores):
     return softmax(scores, axis=-1)
 
 
+def _labels(y, logits, scores=None):
+    """y (N,) as a long tensor beside ``logits`` ((..., N, C), or (..., N, m, C) with
+    ``scores``), refusing non-float logits and a float y (1.7 would be read as class 1).
+    Tensors give their dtypes and shapes only, never values: no device sync, and a
+    compiled graph (torch.compile, vmap, a CUDA graph) holds it as a guard."""
+    for name, a in (("logits", logits), ("scores", scores)):
+        if a is not None and not (torch.is_tensor(a) and a.dtype.is_floating_point):
+            raise InputError(f"{name} must be a floating-point torch tensor, got "
+                             f"{type(a).__name__} of dtype {getattr(a, 'dtype', None)}; convert "
+                             f"it (e.g. torch.as_tensor({name}, dtype=torch.float64))")
+    n = logits.shape[-2 if scores is None else -3]
+    if n == 0:
+        raise InputError("empty batch (N = 0 instances): pass at least one instance")
+    if not torch.is_tensor(y):                  # on the host: the label range is checked too
+        check_labels(y, logits.shape[-1], n=n)
+    elif y.dtype.is_floating_point or y.dtype.is_complex or y.dtype == torch.bool \
+            or tuple(y.shape) != (n,):
+        raise InputError(f"y must be a vector of N = {n} integer class labels, got dtype "
+                         f"{y.dtype} and shape {tuple(y.shape)}")
+    return torch.as_tensor(y, device=logits.device, dtype=torch.long)
+
+
 def _pick(logp, y, per_segment):
     """``logp[..., n, (j,) y_n]``: (..., N, C) -> (..., N), or per segment (..., N, m, C) ->
     (..., N, m); leading axes before N are separate problems, as in the core."""
-    y = torch.as_tensor(y, device=logp.device, dtype=torch.long)
     idx = y.reshape((-1, 1, 1) if per_segment else (-1, 1))
     return logp.gather(-1, idx.expand(logp.shape[:-1] + (1,)))[..., 0]
 
@@ -148,10 +107,12 @@ def _batch(per_instance, weight=None):
 
 # --------------------------------------------------------------- losses
 def _sa_terms(logits, y):
+    y = _labels(y, logits)
     return -_pick(log_softmax(logits), y, False)                       # (..., N)
 
 
 def _ha_terms(scores, logits, y):
+    y = _labels(y, logits, scores)
     a = attention(scores)
     ce = -_pick(log_softmax(logits), y, True)                           # (..., N, m)
     ce = torch.where(a > 0, ce, torch.zeros_like(ce))       # unselected: no inf, no NaN grad
@@ -159,6 +120,7 @@ def _ha_terms(scores, logits, y):
 
 
 def _lv_terms(scores, logits, y):
+    y = _labels(y, logits, scores)
     joint = log_softmax(scores) + _pick(log_softmax(logits), y, True)   # (..., N, m)
     return -logsumexp(joint, axis=-1)
 
@@ -194,8 +156,9 @@ def value_and_grad(paradigm, scores, logits, y, weight=None):
     the twin of :func:`minimal_attn.losses.value_and_grad` (``dscores`` None for SA); NumPy
     inputs give NumPy outputs."""
     paradigm = check_paradigm(paradigm, LOSS_PARADIGMS)
-    z = _tensor(logits).detach().requires_grad_(True)
-    f = None if paradigm == "sa" else _tensor(scores).detach().requires_grad_(True)
+    z, f = _tensor(logits), None if paradigm == "sa" else _tensor(scores)
+    y = _labels(y, z, f)                                  # before autograd refuses int dtypes
+    z, f = (None if t is None else t.detach().requires_grad_(True) for t in (z, f))
     terms = _sa_terms(z, y) if paradigm == "sa" else \
         {"ha": _ha_terms, "lv": _lv_terms}[paradigm](f, z, y)
     value = _batch(terms, weight)
@@ -261,8 +224,10 @@ def _fcam_forward(params, X, paradigm, log_attention=None):
     NumPy arrays. SA returns logits (N, C) of :math:`W\\tilde x`; other
     paradigms (N, m, C) of :math:`W x_j`.
     """
-    X = _tensor(X)
-    W, u = _tensor(params["W"]), _tensor(params["u"])
+    X, W, u = _tensor(X), _tensor(params["W"]), _tensor(params["u"])
+    # NumPy promotes float32 X against float64 parameters; torch's matmul refuses the mix
+    dtype = torch.promote_types(torch.promote_types(X.dtype, W.dtype), u.dtype)
+    X, W, u = X.to(dtype), W.to(dtype), u.to(dtype)
     scores = X @ u if log_attention is None else _tensor(log_attention)   # (N, m)
     a = attention(scores)                                                  # (N, m)
     out = {"scores": scores, "a": a}
@@ -276,7 +241,7 @@ def _fcam_forward(params, X, paradigm, log_attention=None):
 
 def _fcam_forward_public(params, X, paradigm, log_attention=None):
     """:func:`_fcam_forward`, NumPy arrays out for NumPy ``X`` (as the core returns)."""
-    out = _fcam_forward(params, X, paradigm, log_attention)
+    out = _fcam_forward(params, X, check_paradigm(paradigm), log_attention)
     if torch.is_tensor(X):
         return out
     return {k: v.detach().cpu().numpy() for k, v in out.items()}
@@ -287,7 +252,7 @@ def _fcam_loss(params, X, y, paradigm, log_attention=None):
     paradigm = check_paradigm(paradigm, LOSS_PARADIGMS)
     with torch.no_grad():
         out = _fcam_forward(params, X, paradigm, log_attention)
-        return float(loss(paradigm, out["scores"], out["logits"], _tensor(y)))
+        return float(loss(paradigm, out["scores"], out["logits"], y))
 
 
 def _fcam_loss_and_grad(params, X, y, paradigm, log_attention=None):
@@ -300,7 +265,7 @@ def _fcam_loss_and_grad(params, X, y, paradigm, log_attention=None):
     paradigm = check_paradigm(paradigm, LOSS_PARADIGMS)
     leaves = {k: _tensor(v).detach().clone().requires_grad_(True) for k, v in params.items()}
     out = _fcam_forward(leaves, X, paradigm, log_attention)
-    value = loss(paradigm, out["scores"], out["logits"], _tensor(y))
+    value = loss(paradigm, out["scores"], out["logits"], y)
     grads = torch.autograd.grad(value, [leaves["W"], leaves["u"]], allow_unused=True)
     result = {}
     for key, g in zip(("W", "u"), grads):

@@ -20,7 +20,13 @@ import numpy as np
 
 from minimal_attn import losses
 from minimal_attn._xp import get_xp, like
-from minimal_attn.errors import check_paradigm
+from minimal_attn.errors import (
+    InputError,
+    check_int_at_least,
+    check_labels,
+    check_paradigm,
+    check_positive,
+)
 
 
 def init_params(d, n_classes, scale=0.0, seed=None, xp=np):
@@ -47,6 +53,7 @@ def forward(params, X, paradigm, log_attention=None):
     dict with ``scores`` (N, m), ``a`` (N, m), ``logits`` ((N, C) for SA,
     (N, m, C) otherwise) and, for SA, ``x_tilde`` (N, d).
     """
+    paradigm = check_paradigm(paradigm)       # "SA" or a typo must not give the HA layout
     W, u = params["W"], params["u"]
     scores = X @ u if log_attention is None else log_attention        # (N, m)
     a = losses.attention(scores)                                       # (N, m)
@@ -132,12 +139,21 @@ def train(params, X, y, paradigm, lr, steps, switch_step=None, batch_size=None,
     data (an epoch; the last slice holds the remainder).
     """
     paradigm = check_paradigm(paradigm)
+    n = X.shape[0]
+    # checked here once: a mini-batch step would see only the labels it draws
+    check_labels(y, params["W"].shape[0], n=n)
+    check_positive("lr", lr, param="lr")
+    steps = check_int_at_least("steps", steps, 0, param="steps")
+    if batch_size is not None:
+        batch_size = check_int_at_least("batch_size", batch_size, 1, param="batch_size")
+        if batch_size > n:
+            raise InputError(f"batch_size must be at most N = {n} (the number of instances), "
+                             f"got {batch_size}", param="batch_size")
     if paradigm == "hybrid" and switch_step is None:
         switch_step = steps // 2
     rng = np.random.default_rng(seed)
     xp = get_xp(X, y)
     params = {k: xp.asarray(v, copy=True) for k, v in params.items()}
-    n = X.shape[0]
     per_pass = -(-n // batch_size) if batch_size is not None else 1
     history = []
     for step in range(steps):

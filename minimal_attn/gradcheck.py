@@ -9,6 +9,7 @@ whatever the number of parameters.
 import numpy as np
 
 from minimal_attn._xp import get_xp
+from minimal_attn.errors import InputError
 
 
 def directional_check(loss_fn, grads, params, eps=1e-6, seed=0):
@@ -16,6 +17,9 @@ def directional_check(loss_fn, grads, params, eps=1e-6, seed=0):
 
     ``loss_fn(params) -> float``; ``grads`` and ``params`` are dicts with the same keys.
     """
+    if set(grads) != set(params):
+        raise InputError(f"grads and params must have the same keys, got {sorted(grads)} and "
+                         f"{sorted(params)}; return one gradient per parameter")
     rng = np.random.default_rng(seed)
     direction = {}
     for k, p in params.items():

@@ -21,19 +21,30 @@ import numpy as np
 from scipy import optimize, sparse
 
 from minimal_attn._numerics import log_softmax
-from minimal_attn.errors import InputError
+from minimal_attn.errors import InputError, check_ids, check_labels
 from minimal_attn.losses import _minus_onehot
 
 LAMBDAS = tuple(10.0 ** k for k in range(-7, 3))   # ten orders of magnitude
 
 
+def _ids(ids, n_vocab, side):
+    """Integer word ids in [0, n_vocab): a float id would be truncated, a negative one wrap
+    around to the last word, silently."""
+    ids = np.asarray(ids)
+    if ids.size and ids.dtype.kind not in "iu":
+        raise InputError(f"{side} ids must be integers, got dtype {ids.dtype}")
+    return check_ids(ids, n_vocab, side).astype(np.int64)
+
+
 def features(src, n_vocab):
     """X of Snell Eq. (55): (N, |I|) sparse, row n the word counts of example n divided by L_n."""
     lengths = np.array([len(s) for s in src])
+    if len(src) == 0:
+        raise InputError("no examples: pass at least one input sentence")
     if np.any(lengths == 0):
         raise InputError("every example needs at least one input word")
     rows = np.repeat(np.arange(len(src)), lengths)
-    cols = np.concatenate([np.asarray(s, dtype=np.int64) for s in src])
+    cols = _ids(np.concatenate([np.asarray(s) for s in src]), n_vocab, "input")
     X = sparse.csr_matrix((1.0 / lengths[rows], (rows, cols)), shape=(len(src), n_vocab))
     X.sum_duplicates()
     return X
@@ -63,7 +74,9 @@ def fit_logistic(src, y, n_vocab, n_out, lam, max_iter=5000):
     ``min(1e-5, lambda / 100)`` per component reaches the minimiser itself (81.7% at
     both thread counts), at about four times the iterations for the smallest lambda.
     """
-    X, y = features(src, n_vocab), np.asarray(y, dtype=np.int64)
+    X = features(src, n_vocab)
+    # a y shorter than src would broadcast, a negative label wrap around: both fit silently
+    y = np.asarray(check_labels(y, n_out, n=len(src)), dtype=np.int64)
 
     def f(b):
         loss, g = loss_and_grad(b.reshape(n_out, n_vocab), X, y, lam)
@@ -76,7 +89,9 @@ def fit_logistic(src, y, n_vocab, n_out, lam, max_iter=5000):
 
 
 def accuracy(B, src, y):
+    """Fraction of examples whose most probable class is their label y (N,)."""
     X = features(src, B.shape[1])
+    check_labels(y, B.shape[0], n=len(src))
     return float(np.mean(np.asarray(X @ B.T).argmax(1) == np.asarray(y)))
 
 
@@ -110,5 +125,6 @@ def beta_log(B, x, y):
 
     x : int array (L,) input ids; y : int array (T,) output ids.
     """
-    logp = log_softmax(B[:, np.asarray(x)].T)                        # (L, |O|)
-    return np.exp(logp[:, np.asarray(y)]).T                          # (T, L)
+    x, y = _ids(x, B.shape[1], "input"), _ids(y, B.shape[0], "output")
+    logp = log_softmax(B[:, x].T)                                    # (L, |O|)
+    return np.exp(logp[:, y]).T                                      # (T, L)

@@ -29,7 +29,7 @@ array-api-strict; :mod:`minimal_attn._xp`). The ``hybrid`` paradigm is a
 schedule, not a loss: SA until a switch point, then HA (:func:`phase`).
 """
 
-from minimal_attn import PARADIGMS
+from minimal_attn import PARADIGMS, _numerics
 from minimal_attn._numerics import batch_weights, log_softmax, logsumexp, softmax  # noqa: F401 (API)
 from minimal_attn._xp import get_xp, like
 from minimal_attn.errors import check_paradigm
@@ -105,6 +105,7 @@ def value_and_grad_sa(logits, y, weight=None):
     logits : (N, C) of ``g(x~)``; y : (N,) labels; weight : optional (N,).
     Returns ``(loss, dlogits)``.
     """
+    _numerics.check_loss_inputs(logits, y)
     xp = get_xp(logits, y)
     w = batch_weights(xp, y.shape[0], weight, logits)                       # (N,)
     logp = log_softmax(logits)                                         # (N, C)
@@ -209,6 +210,7 @@ def value_and_grad_ha(scores, logits, y, weight=None):
 
     scores : (N, m); logits : (N, m, C); y : (N,). Returns ``(loss, dscores, dlogits)``.
     """
+    _numerics.check_loss_inputs(logits, y, scores)
     logp = log_softmax(logits)                                         # (N, m, C)
     loss, dscores, dlog_lik = ha_from_log_lik(scores, _pick(logp, y, True), weight)
     # backward; V&R Eq. (9): dL/dg(x_j) = w a_j (sigma(g(x_j)) - e_y)
@@ -224,6 +226,7 @@ def value_and_grad_lv(scores, logits, y, weight=None):
 
     scores : (N, m); logits : (N, m, C); y : (N,). Returns ``(loss, dscores, dlogits)``.
     """
+    _numerics.check_loss_inputs(logits, y, scores)
     logp = log_softmax(logits)                                         # (N, m, C)
     loss, dscores, dlog_lik = lv_from_log_lik(scores, _pick(logp, y, True), weight)
     # backward; V&R Eq. (11): dL/dg(x_j) = w gamma_j (sigma(g(x_j)) - e_y)
