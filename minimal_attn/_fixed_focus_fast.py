@@ -26,6 +26,7 @@ array-API equivalent); use the reference model for other namespaces.
 import numpy as np
 
 from minimal_attn import fcam, losses
+from minimal_attn.data import check_log_attention, check_mosaics
 from minimal_attn.errors import check_int_at_least, check_paradigm
 
 
@@ -44,9 +45,10 @@ class LinearFixedFocusModel:
     """
 
     def __init__(self, X, y, n_classes, init_scale=0.0, seed=0):
-        self.X = np.asarray(X, dtype=float)                               # (N, m, d)
-        self.y = np.asarray(y, dtype=np.int64)                            # (N,)
         self.n_classes = check_int_at_least("n_classes", n_classes, 2)
+        self.X = np.asarray(X, dtype=float)                               # (N, m, d)
+        check_mosaics(self.X, y, self.n_classes)          # float or out-of-range labels
+        self.y = np.asarray(y, dtype=np.int64)                            # (N,)
         self.init_scale, self.seed = init_scale, seed
         N, m, d = self.X.shape
         U, inv = np.unique(self.X.reshape(N * m, d), axis=0, return_inverse=True)
@@ -112,7 +114,7 @@ class LinearFixedFocusModel:
         for ref, compiled in self._cache:                # a writable (or new) array: compare
             if ref.shape == np.shape(log_attention) and np.array_equal(ref, log_attention):
                 return compiled
-        la = np.asarray(log_attention, dtype=float)
+        la = np.asarray(check_log_attention(log_attention, *self._segment_id.shape), dtype=float)
         if la.flags.writeable or not la.flags.owndata:
             la = _frozen(la.copy())
         A, N, _ = la.shape

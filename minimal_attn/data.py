@@ -20,11 +20,13 @@ The generators are host-side NumPy (seeded ``default_rng``); move their arrays
 to another namespace with ``xp.asarray`` (``dynamics.simulate(xp=...)`` does).
 """
 
+import math
+import numbers
 from typing import NamedTuple, Optional
 
 import numpy as np
 
-from minimal_attn.errors import check_int_at_least
+from minimal_attn.errors import InputError, check_alpha, check_int_at_least, check_labels
 
 
 class Mosaics(NamedTuple):
@@ -39,9 +41,30 @@ class Mosaics(NamedTuple):
     source: Optional[np.ndarray] = None
 
 
+def check_mosaics(X, y, n_classes):
+    """Require mosaics ``X`` (N, m, d), N >= 1, and labels ``y`` (N,) in 0..C-1 (any array
+    namespace; the labels' range on host arrays). Returns the shape of ``X``."""
+    shape = tuple(getattr(X, "shape", np.shape(X)))
+    if len(shape) != 3 or shape[0] < 1:
+        raise InputError(f"X must be mosaics (N, m, d) with N >= 1, got shape {shape}")
+    check_labels(y, n_classes, n=shape[0])
+    return shape
+
+
+def check_log_attention(log_attention, n, m):
+    """Require a fixed log attention (A, N, m) for the model's N mosaics of m segments."""
+    shape = tuple(getattr(log_attention, "shape", np.shape(log_attention)))
+    if len(shape) != 3 or shape[1:] != (n, m):
+        raise InputError(f"log attention of shape {shape} does not fit the model's {n} "
+                         f"mosaics of {m} segments: pass the z and m of the model's data")
+    return log_attention
+
+
 def orthogonal_basis(n_classes, d, seed=0):
     """Orthonormal foreground vectors S (C, d) and a basis B (d, d - C) of their complement."""
+    check_int_at_least("C (classes)", n_classes, 1)
     check_int_at_least("d - C (background dimensions)", d - n_classes, 1)
+    check_int_at_least("seed", seed, 0)       # NumPy refuses negative seeds, less clearly
     Q, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((d, d)))
     return Q[:, :n_classes].T.copy(), Q[:, n_classes:].copy()
 
@@ -65,10 +88,18 @@ def _check(m, n_classes, d):
     return d
 
 
+def _check_scale(name, value):
+    """Require a finite number >= 0 (a spread or a distance); NaN would fill X with NaN."""
+    if not (isinstance(value, numbers.Real) and math.isfinite(value) and value >= 0):
+        raise InputError(f"{name} must be a finite number >= 0, got {value!r}")
+    return value
+
+
 def linear_orthogonal(n, m, n_classes, d=None, sigma=1.0, seed=0):
     """``n`` sampled linear-orthogonal SDC instances, y and z uniform (Assumptions 1-3)."""
     d = _check(m, n_classes, d)
     check_int_at_least("n", n, 1)
+    _check_scale("sigma", sigma)
     S, B = orthogonal_basis(n_classes, d, seed)
     rng = np.random.default_rng([seed, 1])
     y = rng.integers(n_classes, size=n)
@@ -86,6 +117,8 @@ def exact_population(m, n_classes, d=None, n_base=1, sigma=1.0, seed=0):
     gradient descent on this set is the population gradient flow of Section 4.
     """
     d = _check(m, n_classes, d)
+    check_int_at_least("n_base", n_base, 1)
+    _check_scale("sigma", sigma)
     S, B = orthogonal_basis(n_classes, d, seed)
     rng = np.random.default_rng([seed, 2])
     base = sigma * rng.standard_normal((n_base, m - 1, d - n_classes)) @ B.T
@@ -108,6 +141,11 @@ def gaussian_mosaics(n, m, n_classes, d=16, n_background=7, separation=3.0, nois
     check_int_at_least("m (segments per mosaic)", m, 2)
     check_int_at_least("C (classes)", n_classes, 2)
     check_int_at_least("n", n, 1)
+    check_int_at_least("d", d, 1)
+    check_int_at_least("n_background", n_background, 1)
+    check_int_at_least("seed", seed, 0)
+    _check_scale("separation", separation)
+    _check_scale("noise", noise)
     centre_rng = np.random.default_rng([seed, 3])
     centres = centre_rng.standard_normal((n_classes + n_background, d))
     centres *= separation / np.linalg.norm(centres, axis=1, keepdims=True)
@@ -126,8 +164,18 @@ def fixed_log_attention(z, m, alpha):
 
     Returns (N, m) with :math:`\log\alpha` at ``z`` and
     :math:`\log((1-\alpha)/(m-1))` elsewhere; ``-inf`` where a weight is 0
-    (alpha = 0 or 1), which the log-space losses handle exactly.
+    (alpha = 0 or 1), which the log-space losses handle exactly. ``z`` must hold
+    positions in 0..m-1: another value would leave a row without its foreground weight.
     """
+    m = check_int_at_least("m (segments per mosaic)", m, 2)
+    alpha = check_alpha(alpha)
+    z = np.asarray(z)
+    if z.ndim != 1 or (z.size and not np.issubdtype(z.dtype, np.integer)):
+        raise InputError(f"z must be a vector (N,) of integer foreground positions, got "
+                         f"shape {z.shape} and dtype {z.dtype}")
+    if z.size and (z.min() < 0 or z.max() >= m):
+        raise InputError(f"z must hold foreground positions in 0..{m - 1} (m = {m}), got "
+                         f"{z.min()}..{z.max()}: pass the m of the data z belongs to")
     with np.errstate(divide="ignore"):
         fg, bg = np.log(alpha), np.log((1.0 - alpha) / (m - 1))
-    return np.where(np.arange(m)[None, :] == np.asarray(z)[:, None], fg, bg)
+    return np.where(np.arange(m)[None, :] == z[:, None], fg, bg)

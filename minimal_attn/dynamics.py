@@ -44,7 +44,9 @@ def simulate(paradigm, m, n_classes, t_max, lr=0.02, alpha=None, t_eval=None,
     lr : step size (the ODE time of step k is ``k * lr``)
     alpha : None for the joint flow (Theorem 2); a fixed focus in [0, 1] for
         Theorem 1 (only W trains, the attention is held at alpha)
-    t_eval : times to record (rounded to the nearest step); default every step
+    t_eval : increasing times >= 0 to record (:func:`ode.check_times`), each rounded to
+        the nearest step; as in :func:`ode.solve`, times past ``t_max`` extend the run to
+        the last one. Default: every step
     callback : optional ``callback(step)`` after each gradient step (step = 1, 2, ...)
     xp : array namespace module to run the descent in (numpy, cupy, torch, ...);
         the data are built with NumPy and moved there once
@@ -58,16 +60,17 @@ def simulate(paradigm, m, n_classes, t_max, lr=0.02, alpha=None, t_eval=None,
     C = check_int_at_least("C (classes)", n_classes, 2)
     check_positive("t-max", t_max)
     check_positive("lr", lr)
+    alpha = None if alpha is None else check_alpha(alpha)
     data = exact_population(m, C, d=d, n_base=n_base, seed=seed)
-    n_steps = int(round(t_max / lr))
     if t_eval is None:
+        n_steps = int(round(t_max / lr))
         record = np.arange(n_steps + 1)
     else:
-        record = np.rint(np.asarray(t_eval, float) / lr).astype(int)
+        record = np.rint(ode.check_times(t_eval) / lr).astype(int)
+        n_steps = int(max(round(t_max / lr), record[-1]))
     xp = namespace(xp)
     X, y, S = (like(xp, a) for a in (data.X, data.y, data.S))
-    log_att = None if alpha is None else like(
-        xp, fixed_log_attention(data.z, m, check_alpha(alpha)))
+    log_att = None if alpha is None else like(xp, fixed_log_attention(data.z, m, alpha))
     params = fcam.init_params(data.X.shape[2], C, xp=xp)
     rows = {}
     wanted = set(record.tolist())

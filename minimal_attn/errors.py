@@ -50,6 +50,44 @@ def _real(value):
     return value
 
 
+def as_list(values):
+    """``values`` as a list: a string is read as its comma list (``"sa,lv"``, ``"0.2,0.5"``)
+    and a single number as one item, so neither is iterated character by character."""
+    if isinstance(values, str):
+        return [v.strip() for v in values.split(",") if v.strip()]
+    try:
+        return list(values)
+    except TypeError:                    # a number, a 0-d array, None: one item
+        return [values]
+
+
+def check_paradigms(paradigms, allowed=PARADIGMS, name="paradigms", param=None):
+    """Canonical names of ``allowed``, once each, in the order given.
+
+    ``paradigms`` is a list of names, a comma list (``"sa,lv"``), one name or ``"all"``;
+    case and aliases (``"SA"``, ``"soft"``) read as the canonical name, the key results are
+    stored under, so a raw name cannot go missing after every run has trained. ``name``
+    is what the messages call the argument (the CLI: ``--paradigm``).
+    """
+    if isinstance(paradigms, str) and paradigms.strip().lower() == "all":
+        return list(allowed)
+    if not isinstance(paradigms, (str, list, tuple)):
+        raise InputError(f"{name} must be a list of paradigm names (e.g. ['sa', 'lv']) or a "
+                         f"comma list 'sa,lv', got {paradigms!r}", param=param)
+    try:
+        out = [check_paradigm(p, allowed) for p in as_list(paradigms)]
+    except InputError as err:
+        raise InputError(f"{name}: {err}", param=param) from None
+    if not out:
+        raise InputError(f"{name} is empty: give at least one of {', '.join(allowed)} "
+                         "(comma-separated, once each) or all", param=param)
+    twice = sorted({p for p in out if out.count(p) > 1})
+    if twice:
+        raise InputError(f"{name} names {', '.join(twice)} twice ({paradigms!r}): give the "
+                         "paradigms once each", param=param)
+    return out
+
+
 def check_int_at_least(name, value, low, param=None):
     """Require an integer ``value >= low`` (e.g. m >= 2 segments, C >= 2 classes)."""
     v = _real(value)

@@ -30,12 +30,46 @@ and :func:`closed_form_curves` turns it into exact loss and incentive curves.
 
 import numpy as np
 
-from minimal_attn import fcam, losses, ode
+from minimal_attn import errors, fcam, losses, ode
 from minimal_attn._fixed_focus_fast import LinearFixedFocusModel  # noqa: F401 (public, fast twin)
 from minimal_attn._xp import get_xp, like, to_numpy
-from minimal_attn.data import fixed_log_attention
-from minimal_attn.errors import check_alpha, check_int_at_least, check_paradigm, check_positive
+from minimal_attn.data import check_log_attention, check_mosaics, fixed_log_attention
+from minimal_attn.errors import (
+    InputError,
+    as_list,
+    check_alpha,
+    check_int_at_least,
+    check_paradigm,
+    check_positive,
+)
 from minimal_attn.losses import LOSS_PARADIGMS
+
+
+# ------------------------------------------------------------ lists of alphas and paradigms
+def check_alphas(alphas, param=None):
+    """Foreground scores as floats in [0, 1], each once (a curve is keyed by its alpha):
+    a sequence of numbers or numeric strings, a comma list or one number."""
+    out = []
+    for a in as_list(alphas):
+        try:
+            value = float(a) if isinstance(a, str) else a
+        except ValueError:
+            raise InputError(f"alphas must be numbers in [0, 1] (comma-separated), got {a!r}",
+                             param=param) from None
+        value = check_alpha(value, "each of alphas", param=param)
+        if value in out:
+            raise InputError(f"alphas has a repeated value {value!r}: give each alpha once",
+                             param=param)
+        out.append(value)
+    if not out:
+        raise InputError("alphas is empty: give at least one alpha in [0, 1]", param=param)
+    return out
+
+
+def check_paradigms(paradigms, param=None):
+    """The loss paradigms ``sa``, ``ha``, ``lv`` of ``paradigms``, canonical and once each
+    (:func:`minimal_attn.errors.check_paradigms`)."""
+    return errors.check_paradigms(paradigms, LOSS_PARADIGMS, param=param)
 
 
 # ------------------------------------------------------------ the losses of Section 3.1
@@ -92,15 +126,16 @@ def fixed_focus_curves(model, z, m, alphas, paradigms=LOSS_PARADIGMS, epochs=100
     ----------
     model : a fixed-focus model (see the module docstring)
     z : (N,) true foreground positions of the model's data; m : segments per mosaic
-    alphas : foreground scores in [0, 1]; paradigms : any of ``sa``, ``ha``, ``lv``
+    alphas : foreground scores in [0, 1] (:func:`check_alphas`)
+    paradigms : any of ``sa``, ``ha``, ``lv`` (:func:`check_paradigms`)
     callback : optional ``callback(paradigm, k)`` after recording epoch ``k``
 
     Returns
     -------
     dict ``{paradigm: {alpha: {"epoch", "loss", "incentive"}}}`` of arrays (epochs + 1,).
     """
-    alphas = [check_alpha(a) for a in alphas]
-    paradigms = [check_paradigm(p, LOSS_PARADIGMS) for p in paradigms]
+    alphas = check_alphas(alphas)
+    paradigms = check_paradigms(paradigms)
     epochs = check_int_at_least("epochs", epochs, 0)
     check_positive("lr", lr)
     check_positive("delta", delta)
@@ -136,10 +171,15 @@ def closed_form_curves(paradigm, alphas, epochs, lr, n_classes, delta=0.01):
     :math:`L^{LV} = -\log(\alpha\beta(\mu) + (1-\alpha)/C)`, and the incentive
     is :math:`L(\mu, \alpha) - L(\mu, \min(\alpha + \text{delta}, 1))` at the same mu.
 
-    Returns ``{alpha: {"loss_closed_form", "incentive_closed_form"}}`` of arrays (epochs + 1,).
+    Returns ``{alpha: {"loss_closed_form", "incentive_closed_form"}}`` of arrays (epochs + 1,),
+    keyed by the alphas as floats (:func:`check_alphas`).
     """
     paradigm = check_paradigm(paradigm, LOSS_PARADIGMS)
-    t = np.arange(epochs + 1) * float(lr)
+    alphas = check_alphas(alphas)
+    epochs = check_int_at_least("epochs", epochs, 0)
+    n_classes = check_int_at_least("C (classes)", n_classes, 2)
+    check_positive("delta", delta)
+    t = np.arange(epochs + 1) * float(check_positive("lr", lr))
     out = {}
     for alpha in alphas:
         mu = ode.theorem1_mu(paradigm, t, alpha, n_classes)
@@ -163,9 +203,10 @@ class ReferenceFixedFocusModel:
     """
 
     def __init__(self, X, y, n_classes, init_scale=0.0, seed=0):
+        self.n_classes = check_int_at_least("n_classes", n_classes, 2)
+        check_mosaics(X, y, self.n_classes)
         self.X, self.y = X, y                                             # (N, m, d), (N,)
         self.xp = get_xp(X, y)
-        self.n_classes = check_int_at_least("n_classes", n_classes, 2)
         self.init_scale, self.seed = init_scale, seed
 
     def init(self, alphas):
@@ -175,6 +216,7 @@ class ReferenceFixedFocusModel:
 
     def _per_alpha(self, state, log_attention):
         """(params, log attention) of each alpha; u is unused (the focus is frozen)."""
+        check_log_attention(log_attention, *self.X.shape[:2])
         u = self.xp.zeros_like(self.X[0, 0, ...])                         # (d,)
         la = like(self.xp, log_attention, self.X)                         # (A, N, m)
         return [({"W": state["W"][i, ...], "u": u}, la[i, ...]) for i in range(la.shape[0])]

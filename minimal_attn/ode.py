@@ -52,13 +52,24 @@ import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.special import expit
 
-from minimal_attn.errors import check_alpha, check_int_at_least, check_paradigm, check_positive
+from minimal_attn.errors import (
+    InputError,
+    check_alpha,
+    check_int_at_least,
+    check_paradigm,
+    check_positive,
+)
 from minimal_attn.losses import LOSS_PARADIGMS
 
 
 def beta_of(mu, n_classes):
     r""":math:`\beta(\mu) = e^\mu / (e^\mu + C - 1)`, overflow-free."""
     return expit(np.asarray(mu, dtype=float) - np.log(n_classes - 1))
+
+
+def _log_beta(mu, n_classes):
+    r""":math:`\log\beta(\mu) = -\log(1 + (C-1)e^{-\mu})`, finite where :math:`\beta` underflows."""
+    return -np.logaddexp(0.0, np.log(n_classes - 1) - np.asarray(mu, dtype=float))
 
 
 def _one_minus_beta(mu, n_classes):
@@ -79,21 +90,25 @@ def nu_of(alpha, m):
 
 def population_loss(paradigm, mu, alpha, n_classes):
     """Population loss of Section 4 at classifier strength ``mu`` and focus ``alpha``: the
-    first lines of V&R App. A.6 (SA), A.7 (HA) and A.8 (LV) on the invariant set."""
-    C = n_classes
+    first lines of V&R App. A.6 (SA), A.7 (HA) and A.8 (LV) on the invariant set.
+
+    ``alpha``: one number in [0, 1]; ``mu``: a number or an array (any real values).
+    """
     paradigm = check_paradigm(paradigm, LOSS_PARADIGMS)
+    alpha = check_alpha(alpha)
+    C = check_int_at_least("C (classes)", n_classes, 2)
     mu = np.asarray(mu, dtype=float)
-    # -log beta(x) = log(1 + (C-1) e^{-x}) = logaddexp(0, log(C-1) - x)
-    neg_log_beta = np.logaddexp(0.0, np.log(C - 1) - mu)
     if paradigm == "sa":
-        return np.logaddexp(0.0, np.log(C - 1) - alpha * mu)
+        return np.logaddexp(0.0, np.log(C - 1) - alpha * mu)   # -log beta(alpha mu)
     if paradigm == "ha":
-        return alpha * neg_log_beta + (1 - alpha) * np.log(C)
+        return -alpha * _log_beta(mu, C) + (1 - alpha) * np.log(C)
     # -log(alpha beta + (1 - alpha)/C) = -log1p(-q), q = alpha (1 - beta) + (1 - alpha)(1 - 1/C)
-    # the loss's distance from 1, each term exact: keeps its digits as the loss goes to 0
+    # the loss's distance from 1, each term exact: keeps its digits as the loss goes to 0;
+    # below 0.5 the log-space sum stays finite where beta underflows (mu < -745)
     q = alpha * _one_minus_beta(mu, C) + (1 - alpha) * (C - 1) / C
-    M = alpha * beta_of(mu, C) + (1 - alpha) / C
-    return np.where(M > 0.5, -np.log1p(-np.minimum(q, 0.5)), -np.log(M))[()]
+    with np.errstate(divide="ignore"):                 # log 0 = -inf at alpha = 0 or 1
+        log_M = np.logaddexp(np.log(alpha) + _log_beta(mu, C), np.log1p(-alpha) - np.log(C))
+    return np.where(q < 0.5, -np.log1p(-np.minimum(q, 0.5)), -log_M)[()]
 
 
 def mu_dot(paradigm, mu, alpha, n_classes):
@@ -102,18 +117,18 @@ def mu_dot(paradigm, mu, alpha, n_classes):
     The paper's forms are rewritten with the identity
     :math:`1 - \beta(x) = (C-1)/(e^x + C - 1)`, which never overflows:
     :math:`\alpha/(e^{\alpha\mu} + C - 1) = \alpha(1-\beta(\alpha\mu))/(C-1)` and
-    :math:`\beta/e^\mu = (1-\beta)/(C-1)`.
+    :math:`\beta/e^\mu = (1-\beta)/(C-1)`. Called in the solver's loop, so ``alpha`` and
+    ``n_classes`` are trusted (:func:`solve` checks them once).
     """
+    paradigm = check_paradigm(paradigm, LOSS_PARADIGMS)
     C = n_classes
     if paradigm == "sa":
         return alpha * _one_minus_beta(alpha * mu, C) / (C - 1)                  # V&R Eq. (1)
     beta, one_minus_beta = beta_of(mu, C), _one_minus_beta(mu, C)
     if paradigm == "ha":
         return alpha * one_minus_beta / (C - 1)                                 # V&R Eq. (2)
-    if paradigm == "lv":
-        Z = alpha * beta + (1 - alpha) / C
-        return alpha * beta * one_minus_beta / ((C - 1) * Z)                    # V&R Eq. (3)
-    raise ValueError(f"unknown ODE paradigm {paradigm!r}")
+    Z = alpha * beta + (1 - alpha) / C
+    return alpha * beta * one_minus_beta / ((C - 1) * Z)                        # V&R Eq. (3)
 
 
 def nu_dot(paradigm, mu, alpha, n_classes, one_minus_alpha=None):
@@ -123,19 +138,19 @@ def nu_dot(paradigm, mu, alpha, n_classes, one_minus_alpha=None):
     :math:`\beta/Z - 1 = (1-\alpha)(\beta - 1/C)/Z` (because
     :math:`Z = \alpha\beta + (1-\alpha)/C`). ``one_minus_alpha``: :math:`1 - \alpha`
     computed apart (:func:`rhs`), since ``1 - alpha`` is 0 once alpha rounds to 1
-    (nu above 37), which would freeze nu.
+    (nu above 37), which would freeze nu. HA takes :math:`\log\beta` in log space, finite
+    where :math:`\beta` underflows (mu < -745).
     """
+    paradigm = check_paradigm(paradigm, LOSS_PARADIGMS)
     C = n_classes
-    beta = beta_of(mu, C)
     rest = 1 - alpha if one_minus_alpha is None else one_minus_alpha      # 1 - alpha
     if paradigm == "sa":
         return mu * alpha * rest * _one_minus_beta(alpha * mu, C) / C           # V&R Eq. (4)
     if paradigm == "ha":
-        return alpha * rest * (np.log(C) + np.log(beta)) / C                   # V&R Eq. (5)
-    if paradigm == "lv":
-        Z = alpha * beta + rest / C
-        return alpha * rest * (beta - 1.0 / C) / (C * Z)                       # V&R Eq. (6)
-    raise ValueError(f"unknown ODE paradigm {paradigm!r}")
+        return alpha * rest * (np.log(C) + _log_beta(mu, C)) / C               # V&R Eq. (5)
+    beta = beta_of(mu, C)
+    Z = alpha * beta + rest / C
+    return alpha * rest * (beta - 1.0 / C) / (C * Z)                           # V&R Eq. (6)
 
 
 def rhs(paradigm, mu, nu, m, n_classes):
@@ -144,6 +159,32 @@ def rhs(paradigm, mu, nu, m, n_classes):
     one_minus_alpha = expit(np.log(m - 1) - np.asarray(nu, dtype=float))   # 1 - alpha(nu)
     return (mu_dot(paradigm, mu, alpha, n_classes),
             nu_dot(paradigm, mu, alpha, n_classes, one_minus_alpha))
+
+
+def check_times(t_eval, name="t_eval", param=None):
+    """``t_eval`` as a float array (T,) of increasing times >= 0; one number is one time.
+
+    The solver needs them strictly increasing, and a NaN or negative time has no point on
+    a flow that starts at t = 0 (SciPy would fail obscurely or drop the row).
+    """
+    try:
+        t = np.atleast_1d(np.asarray(t_eval, dtype=float))
+    except (TypeError, ValueError):
+        raise InputError(f"{name} must be numbers (times >= 0), got {t_eval!r}",
+                         param=param) from None
+    if t.ndim != 1 or t.size == 0:
+        raise InputError(f"{name} must list at least one time >= 0, got shape {t.shape}",
+                         param=param)
+    bad = t[~(np.isfinite(t) & (t >= 0))]
+    if bad.size:
+        raise InputError(f"{name} times must be finite numbers >= 0, got {bad[0]:g}",
+                         param=param)
+    back = np.flatnonzero(np.diff(t) <= 0)
+    if back.size:
+        a, b = t[back[0]], t[back[0] + 1]
+        raise InputError(f"{name} times must increase, got {a:g} then {b:g}: list each "
+                         "time once, in order", param=param)
+    return t
 
 
 def solve(paradigm, m, n_classes, t_max, alpha=None, t_eval=None, n_points=401,
@@ -157,7 +198,8 @@ def solve(paradigm, m, n_classes, t_max, alpha=None, t_eval=None, n_points=401,
     t_max : final time (> 0)
     alpha : None for Theorem 2 (joint mu, nu from zero); a number in [0, 1]
         for Theorem 1 (focus frozen at alpha, so nu is constant)
-    t_eval : times to report (default: ``n_points`` evenly spaced in [0, t_max])
+    t_eval : increasing times >= 0 to report (:func:`check_times`; default: ``n_points``
+        evenly spaced in [0, t_max]); times past ``t_max`` extend the run to the last one
 
     Returns
     -------
@@ -167,7 +209,9 @@ def solve(paradigm, m, n_classes, t_max, alpha=None, t_eval=None, n_points=401,
     m = check_int_at_least("m", m, 2)
     C = check_int_at_least("C (classes)", n_classes, 2)
     check_positive("t-max", t_max)
-    t_eval = np.linspace(0.0, t_max, n_points) if t_eval is None else np.asarray(t_eval, float)
+    if t_eval is None:
+        t_eval = np.linspace(0.0, t_max, check_int_at_least("n_points", n_points, 1))
+    t_eval = check_times(t_eval)
     if alpha is None:
         def f(_, state):
             return rhs(paradigm, state[0], state[1], m, C)
@@ -207,7 +251,8 @@ def theorem1_time(paradigm, mu, alpha, n_classes):
                  \big(e^\mu - 1 + 2(C-1)\mu + (C-1)^2(1 - e^{-\mu})\big).
     """
     paradigm = check_paradigm(paradigm, LOSS_PARADIGMS)
-    C = n_classes
+    alpha = check_alpha(alpha)
+    C = check_int_at_least("C (classes)", n_classes, 2)
     mu = np.asarray(mu, dtype=float)
     if paradigm == "sa":
         return np.expm1(alpha * mu) / alpha / alpha + (C - 1) * mu / alpha  # alpha**2: underflow
@@ -228,14 +273,20 @@ def theorem1_mu(paradigm, t, alpha, n_classes, iterations=2200):
     ``t(mu)`` is concave near 0 for small alpha). The bisection halves until every
     answer is at float resolution *relative to itself* (a tiny mu, e.g. at alpha
     1e-300, keeps its digits; about 60 halvings for mu of order 1), at most
-    ``iterations`` times. ``alpha = 0`` gives :math:`\mu \equiv 0` (no signal).
+    ``iterations`` times. ``alpha = 0`` gives :math:`\mu \equiv 0` (no signal); a time
+    ``t <= 0`` gives 0 and ``t = inf`` gives inf. ``alpha`` must lie in [0, 1]: below 0,
+    ``t(mu)`` never reaches ``t`` and the search for a bracket would not end.
     Returns an array shaped like ``atleast_1d(t)``.
     """
     paradigm = check_paradigm(paradigm, LOSS_PARADIGMS)
+    alpha = check_alpha(alpha)
+    n_classes = check_int_at_least("C (classes)", n_classes, 2)
     t = np.atleast_1d(np.asarray(t, dtype=float))
+    if np.isnan(t).any():
+        raise InputError("t must hold times, got nan: give numbers (inf is allowed)")
     if alpha == 0 or t.size == 0:
         return np.zeros_like(t)
-    t_pos = np.maximum(t, 0.0)
+    t_pos = np.where(np.isinf(t), 0.0, np.maximum(t, 0.0))   # inf: answered at the end
     with np.errstate(over="ignore"):
         hi = 1.0
         while theorem1_time(paradigm, hi, alpha, n_classes) < t_pos.max():
@@ -247,4 +298,4 @@ def theorem1_mu(paradigm, t, alpha, n_classes, iterations=2200):
             lo, hi = np.where(above, lo, mid), np.where(above, mid, hi)
             if np.all((hi - lo <= 4 * np.finfo(float).eps * hi) | (t_pos == 0)):
                 break
-    return np.where(t > 0, 0.5 * (lo + hi), 0.0)
+    return np.where(t > 0, np.where(np.isinf(t), np.inf, 0.5 * (lo + hi)), 0.0)

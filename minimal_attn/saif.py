@@ -18,7 +18,7 @@ map of percentages.
 import numpy as np
 
 from minimal_attn._xp import to_numpy
-from minimal_attn.errors import InputError
+from minimal_attn.errors import InputError, check_alpha, check_int_at_least
 
 COUNT_KEYS = ("ftpt", "ftpf", "ffpt", "ffpf")   # focus true/false x prediction true/false
 _TOL = 1e-6                                      # float32 softmax can overshoot 1 slightly
@@ -51,7 +51,7 @@ def focus_prediction_counts(a_z, s_y, threshold=0.8):
     a_z : array, shape (N,)   attention on the true foreground segment
     s_y : array, shape (N,)   true-class score of the inference rule
     threshold : float
-        :math:`\tau`; focus true iff ``a_z > tau``, prediction true iff
+        :math:`\tau` in [0, 1]; focus true iff ``a_z > tau``, prediction true iff
         ``s_y > tau`` (strict, so a value of exactly 0.8 counts as false).
 
     Returns
@@ -61,6 +61,8 @@ def focus_prediction_counts(a_z, s_y, threshold=0.8):
         (float in [0, 1]; NaN when N = 0).
     """
     a_z, s_y = _pair(a_z, s_y)
+    # a NaN threshold would count nothing as true, a negative one everything
+    threshold = check_alpha(threshold, "threshold")
     focus, pred = a_z > threshold, s_y > threshold
     counts = {
         "ftpt": int(np.sum(focus & pred)),
@@ -97,9 +99,7 @@ def heatmap(a_z, s_y, bins=5):
         for N > 0; all zeros for N = 0.
     """
     a_z, s_y = _pair(a_z, s_y)
-    bins = int(bins)
-    if bins < 1:
-        raise InputError(f"bins must be an integer >= 1, got {bins}")
+    bins = check_int_at_least("bins", bins, 1)          # 2.7 would silently mean 2
     # A value within EDGE_TOL of an edge k/bins counts as the edge itself: a
     # uniform focus gives a_z = 1/m = 0.2 up to float32 rounding (0.19999999 or
     # 0.20000001), and equal values must share one row. Then compare with the

@@ -25,13 +25,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from minimal_attn.errors import (
-    InputError,
-    check_alpha,
-    check_int_at_least,
-    check_paradigm,
-    diverged,
-)
+from minimal_attn.errors import InputError, check_int_at_least, diverged
 from minimal_attn.experiments.progress import counter
 from minimal_attn.experiments.resources import check_memory, check_steps
 from minimal_attn.losses import LOSS_PARADIGMS
@@ -56,7 +50,7 @@ class FixedFocusConfig:
     setting: str = "linear-orthogonal"  # one of SETTINGS
     m: int = 20                         # segments per mosaic
     n_classes: Optional[int] = None     # None: 20 (linear), all foreground classes (CIFAR)
-    alphas: Sequence = (0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0)  # numbers or numeric strings
+    alphas: Sequence = (0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0)  # numbers, numeric strings, "0.2,0.5"
     epochs: Optional[int] = None        # None: DEFAULT_EPOCHS_LR[setting]
     lr: Optional[float] = None          # None: DEFAULT_EPOCHS_LR[setting]
     delta: float = 0.01                 # incentive focus step: alpha' = min(alpha + delta, 1)
@@ -71,23 +65,14 @@ class FixedFocusConfig:
 
 
 def _alphas(alphas):
-    """``{key: alpha}``; keys are the strings as given (``"0.50"``) or ``repr(float)``."""
-    out = {}
-    for a in alphas:
-        key = a.strip() if isinstance(a, str) else repr(float(a))
-        try:
-            value = float(a)
-        except ValueError:
-            raise InputError(f"alphas must be numbers in [0, 1] (comma-separated), got {a!r}",
-                             param="alphas") from None
-        check_alpha(value, "each of alphas", param="alphas")
-        if value in out.values():
-            raise InputError(f"alphas has a repeated value {key}: give each alpha once",
-                             param="alphas")
-        out[key] = value
-    if not out:
-        raise InputError("alphas is empty: give at least one alpha in [0, 1]", param="alphas")
-    return out
+    """``{key: alpha}``; keys are the strings as given (``"0.50"``) or ``repr(float)``; a
+    comma list or one number reads as a list (:func:`minimal_attn.fixed_focus.check_alphas`)."""
+    from minimal_attn.errors import as_list
+    from minimal_attn.fixed_focus import check_alphas
+
+    items = as_list(alphas)
+    values = check_alphas(items, param="alphas")
+    return {a.strip() if isinstance(a, str) else repr(v): v for a, v in zip(items, values)}
 
 
 def resolve(cfg):
@@ -122,10 +107,13 @@ def resolve(cfg):
             raise InputError("threads applies to the CIFAR settings (torch); the "
                              "linear-orthogonal setting runs in NumPy: drop it",
                              param="threads")
-    if any(str(p).strip().lower() == "hybrid" for p in cfg.paradigms):
+    from minimal_attn.errors import as_list
+    from minimal_attn.fixed_focus import check_paradigms
+
+    if any(str(p).strip().lower() == "hybrid" for p in as_list(cfg.paradigms)):
         raise InputError("hybrid is a schedule, not a fixed-focus loss: use sa, ha, lv or all",
                          param="paradigm")
-    paradigms = [check_paradigm(p, LOSS_PARADIGMS) for p in cfg.paradigms]
+    paradigms = check_paradigms(cfg.paradigms, param="paradigms")
     n_alphas = len(_alphas(cfg.alphas))
     check_steps(cfg.epochs * len(paradigms), "training every paradigm", param="epochs")
     # loss, incentive and their closed forms: (epochs + 1, A) per paradigm

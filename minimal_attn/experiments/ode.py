@@ -35,14 +35,14 @@ COLUMNS = ("t", "mu", "nu", "alpha", "beta")
 class OdeConfig:
     """What ``attn-dyn ode`` solves (every field is also a command-line option)."""
 
-    paradigms: Sequence[str] = LOSS_PARADIGMS  # losses of Theorems 1-2: sa, ha, lv
+    paradigms: Sequence[str] = LOSS_PARADIGMS  # sa, ha, lv (Theorems 1-2); "sa,lv" reads as a list
     m: Optional[int] = None          # segments per mosaic; m and n_classes both None: Figure 4
     n_classes: Optional[int] = None  # classes C; a missing one takes Figure 4's first setting
     t_max: Optional[float] = None    # final time; None: 100 (1000 for m = C = 20)
     alpha: Optional[float] = None    # frozen foreground attention (Theorem 1); None: Theorem 2
     simulate: bool = False           # also run gradient descent on the exact population
     lr: float = 0.02                 # simulation step; step k sits at time k * lr
-    t_eval: Optional[Sequence[float]] = None  # times to report; None: 401 points in [0, t_max]
+    t_eval: Optional[Sequence[float]] = None  # increasing times; None: 401 points in [0, t_max]
 
 
 def settings(cfg):
@@ -68,29 +68,26 @@ def settings(cfg):
 
 
 def _t_end(setting, t_eval):
-    return max([setting[2]] + list(t_eval or []))
+    """The final time of a setting: its t_max, or the last of the (checked) ``t_eval``."""
+    return setting[2] if t_eval is None else max(setting[2], float(t_eval[-1]))
+
+
+def _checked(cfg):
+    """A copy of ``cfg`` with canonical paradigms, each once (``"SA"`` is ``sa``, the dict
+    key and file name), alpha a float and t_eval an increasing array (one number: one time)."""
+    from minimal_attn.fixed_focus import check_paradigms
+    from minimal_attn.ode import check_times
+
+    return dataclasses.replace(
+        cfg, paradigms=check_paradigms(cfg.paradigms, param="paradigms"),
+        alpha=None if cfg.alpha is None else check_alpha(cfg.alpha, "alpha", param="alpha"),
+        t_eval=None if cfg.t_eval is None else check_times(cfg.t_eval, param="t_eval"))
 
 
 def validate(cfg):
     """Check ``cfg`` and refuse a simulation too long or too big for this machine."""
-    from minimal_attn.errors import check_paradigm
-
-    for p in cfg.paradigms:
-        check_paradigm(p, LOSS_PARADIGMS)
-    if not cfg.paradigms:
-        raise InputError("paradigms is empty: give sa, ha or lv", param="paradigms")
-    if cfg.alpha is not None:
-        check_alpha(cfg.alpha, "alpha", param="alpha")
+    cfg = _checked(cfg)
     check_positive("lr", cfg.lr, param="lr")
-    if cfg.t_eval is not None:
-        bad = [t for t in cfg.t_eval if not (math.isfinite(t) and t >= 0)]
-        if bad or not len(cfg.t_eval):
-            raise InputError(f"t_eval times must be finite numbers >= 0, got {bad[:1] or '[]'}",
-                             param="t_eval")
-        back = [(a, b) for a, b in zip(cfg.t_eval, cfg.t_eval[1:]) if b <= a]
-        if back:
-            raise InputError(f"t_eval times must increase, got {back[0][0]:g} then "
-                             f"{back[0][1]:g}: list each time once, in order", param="t_eval")
     runs = settings(cfg)
     if cfg.simulate:
         steps = sum(round(_t_end(s, cfg.t_eval) / cfg.lr) for s in runs) * len(cfg.paradigms)
@@ -112,6 +109,7 @@ def validate(cfg):
 
 def work_units(cfg):
     """Progress units of :func:`run_ode`: one per ODE solve and per simulated step."""
+    cfg = _checked(cfg)
     runs = settings(cfg)
     steps = sum(round(_t_end(s, cfg.t_eval) / cfg.lr) for s in runs) if cfg.simulate else 0
     return len(cfg.paradigms) * (len(runs) + steps)
@@ -131,6 +129,7 @@ def run_ode(cfg, progress=None):
     """
     from minimal_attn import dynamics, ode
 
+    cfg = _checked(cfg)
     runs = validate(cfg)
     tick = counter(progress, "solving" + (" and simulating" if cfg.simulate else ""),
                    work_units(cfg))
