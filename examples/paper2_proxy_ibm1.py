@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 from _shared_data import shared_data
 
-from minimal_attn import agreement, ibm1, proxy
+from minimal_attn import agreement, ibm1, proxy, proxy_velocity
 from minimal_attn.datasets.text import Vocab, labels_as_targets, read_multi30k, read_sst2
 
 DATA = Path(os.environ["MULTI30K"]) if os.environ.get("MULTI30K") else shared_data("multi30k")
@@ -119,7 +119,7 @@ for word in ("hund", "frau", "mann", "rot"):
 small_v, small_t = Vocab.build(src[:300], min_count=3), Vocab.build(tgt[:300], min_count=3)
 xs, ys = small_v.encode_all(src[:300]), small_t.encode_all(tgt[:300])
 dims = [16, 64, 256, 1024, 4096]
-err = proxy.init_velocity_error(xs, ys, len(small_v), len(small_t), dims, n_seeds=2)
+err = proxy_velocity.init_velocity_error(xs, ys, len(small_v), len(small_t), dims, n_seeds=2)
 for d, e in zip(dims, err):
     print(f"d = {d:5d}: relative error {e:.4f}   (error * sqrt(d) = {e * np.sqrt(d):.2f})")
 print(f"log-log slope {np.polyfit(np.log(dims), np.log(err), 1)[0]:.2f} (1/sqrt(d): -0.5)")

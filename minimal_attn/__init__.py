@@ -7,8 +7,9 @@ dynamics; :mod:`minimal_attn.notation` maps every symbol to its name in code.
   Networks" (ECAI): :mod:`losses`, :mod:`fcam`, :mod:`data`, :mod:`ode`,
   :mod:`dynamics`, :mod:`fixed_focus`, :mod:`saif`.
 * Snell, Zhong, Klein & Steinhardt (2021), "Approximating How Single Head
-  Attention Learns": :mod:`proxy`, :mod:`ibm1`, :mod:`agreement`,
-  :mod:`text_data`.
+  Attention Learns": :mod:`proxy`, :mod:`proxy_velocity`, :mod:`logistic_proxy`, :mod:`ibm1`,
+  :mod:`agreement`, :mod:`synthetic_tasks`; the parallel-text readers are in
+  :mod:`minimal_attn.datasets.text`.
 
 The names in ``__all__`` are the curated API, importable from the package
 itself (loaded on first use, so ``import minimal_attn`` stays cheap). The core

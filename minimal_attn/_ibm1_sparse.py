@@ -21,20 +21,45 @@ import itertools
 import numpy as np
 
 from minimal_attn._xp import bincount, get_xp
-from minimal_attn.errors import InputError, check_ids
+from minimal_attn.errors import InputError, check_ids, check_int_at_least
 
 
 def _flatten(seqs, n_vocab, side):
-    """Concatenate integer sequences: (flat ids (N,), lengths (P,)), ids checked."""
+    """Concatenate integer sequences: (flat ids (N,), lengths (P,)), ids checked: integers
+    (a float id would be truncated to another word) in [0, n_vocab)."""
     lengths = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
     if not lengths.sum():
-        flat = np.zeros(0, dtype=np.int64)
-    elif isinstance(seqs[0], np.ndarray):
-        flat = np.concatenate(seqs).astype(np.int64, copy=False)
-    else:                                               # lists of ints
-        flat = np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int64,
-                           count=int(lengths.sum()))
-    return check_ids(flat, n_vocab, side), lengths
+        return np.zeros(0, dtype=np.int64), lengths
+    flat = np.concatenate(seqs) if isinstance(seqs[0], np.ndarray) else \
+        np.asarray(list(itertools.chain.from_iterable(seqs)))          # lists of ints
+    # an empty float sentence (np.array([])) among integer ones makes the whole float
+    if flat.dtype.kind not in "iu" and any(np.asarray(s).dtype.kind not in "iu"
+                                           for s in seqs if len(s)):
+        raise InputError(f"{side} ids must be integers, got dtype {flat.dtype}; encode the "
+                         "words as integer ids (datasets.text.Vocab)")
+    return check_ids(flat.astype(np.int64, copy=False), n_vocab, side), lengths
+
+
+def check_corpus(src, tgt, n_src, n_tgt, null=True):
+    """Refuse a parallel corpus the count table or EM cannot read; return its flat ids and
+    lengths ``(x (Nx,), L (P,), y (Ny,), T (P,))``.
+
+    One target sentence per source sentence (``zip`` would drop the extra ones silently),
+    integer ids in [0, n_src) and [0, n_tgt), and, without the NULL word (``null=False``),
+    a source word in every pair with target words (none could explain them).
+    """
+    n_src = check_int_at_least("n_src", n_src, 1)
+    n_tgt = check_int_at_least("n_tgt", n_tgt, 1)
+    if len(src) != len(tgt):
+        raise InputError(f"{len(src)} source sentences but {len(tgt)} target sentences: give "
+                         "one target sentence per source sentence")
+    x, L = _flatten(src, n_src, "source")               # (Nx,), (P,)
+    y, T = _flatten(tgt, n_tgt, "target")               # (Ny,), (P,)
+    if not null and np.any((L == 0) & (T > 0)):
+        n = int(np.flatnonzero((L == 0) & (T > 0))[0])
+        raise InputError(f"pair {n} has target words but an empty source; "
+                         "drop it or use the NULL word")
+    return x, L, y, T
 
 
 def _sort_links(key, tok, n_tok):
@@ -92,15 +117,8 @@ def build_links(src, tgt, n_src, n_tgt, null=True, xp=np):
     null : bool                          prepend the NULL word (id ``n_src``)
     xp : module                          numpy or cupy, for the returned arrays
     """
-    if len(src) != len(tgt):
-        raise InputError(f"{len(src)} source sentences but {len(tgt)} target sentences")
-    x, L = _flatten(src, n_src, "source")               # (Nx,), (P,)
-    y, T = _flatten(tgt, n_tgt, "target")               # (Ny,), (P,)
+    x, L, y, T = check_corpus(src, tgt, n_src, n_tgt, null)   # (Nx,), (P,), (Ny,), (P,)
     P = len(L)
-    if not null and np.any((L == 0) & (T > 0)):
-        n = int(np.flatnonzero((L == 0) & (T > 0))[0])
-        raise InputError(f"pair {n} has target words but an empty source; "
-                         "drop it or use the NULL word")
     if null:                                            # NULL in front of each sentence
         Lp = L + 1
         x_null = np.full(int(Lp.sum()), n_src, dtype=np.int64)

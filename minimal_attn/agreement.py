@@ -31,12 +31,13 @@ import numpy as np
 from scipy import stats
 
 from minimal_attn._xp import get_xp, to_numpy
-from minimal_attn.errors import InputError
+from minimal_attn.errors import InputError, check_int_at_least
 
 
 def top_k(L, percent=5.0):
     """k of Snell Eq. (10): ceil(percent/100 * L), which is >= 1 for L >= 1 and
     0 < percent <= 100 (anything else is refused)."""
+    L = check_int_at_least("L (the number of input positions)", L, 1)
     if not (isinstance(percent, (int, float, np.number)) and 0 < percent <= 100):
         raise InputError(f"percent must lie in (0, 100], got {percent!r}: "
                          "Snell Eq. (10) uses 5")
@@ -48,6 +49,9 @@ def _rows(u, v):
     u, v = (a if hasattr(a, "shape") else np.asarray(a, dtype=float) for a in (u, v))
     xp = get_xp(u, v)
     u, v = (xp.astype(a, xp.float64) if a.dtype != xp.float64 else a for a in (u, v))
+    if u.ndim not in (1, 2) or v.ndim not in (1, 2):
+        raise InputError(f"u and v must be vectors (L,) or matrices (T, L), got shapes "
+                         f"{tuple(u.shape)} and {tuple(v.shape)}: pass one pair at a time")
     u, v = (a[None, :] if a.ndim == 1 else a for a in (u, v))
     if u.shape != v.shape or u.shape[-1] == 0:
         raise InputError(f"u and v must have the same non-empty shape, got {u.shape} and {v.shape}")
@@ -85,6 +89,9 @@ def baseline_rows(v, percent=5.0):
 def agreement_baseline(v, percent=5.0):
     r""":math:`\hat A(v)`: the expected A(u, v) when u's top position is uniformly random."""
     v = v if hasattr(v, "shape") else np.asarray(v, dtype=float)
+    if v.ndim != 1:
+        raise InputError(f"agreement_baseline takes one vector, got shape {tuple(v.shape)}; "
+                         "use baseline_rows for matrices")
     return float(baseline_rows(v[None, :], percent)[0])
 
 
@@ -94,6 +101,9 @@ def kendall_tau(u, v):
     Host-side: SciPy's ``kendalltau`` needs NumPy, so other arrays are copied over.
     """
     u, v = (np.asarray(to_numpy(a) if hasattr(a, "shape") else a, dtype=float) for a in (u, v))
+    if u.ndim != 1 or u.shape != v.shape:
+        raise InputError(f"kendall_tau takes two vectors of one length, got shapes {u.shape} "
+                         f"and {v.shape}; compare matrices row by row")
     if u.size < 2 or np.all(u == u[0]) or np.all(v == v[0]):
         return float("nan")
     return float(stats.kendalltau(u, v)[0])

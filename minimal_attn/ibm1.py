@@ -29,9 +29,9 @@ import dataclasses
 
 import numpy as np
 
-from minimal_attn._ibm1_sparse import _flatten, build_links, e_step, log_likelihood, m_step
+from minimal_attn._ibm1_sparse import build_links, check_corpus, e_step, log_likelihood, m_step
 from minimal_attn._xp import get_xp, like, namespace, to_numpy
-from minimal_attn.errors import InputError, check_ids, check_int_at_least
+from minimal_attn.errors import check_ids, check_int_at_least
 
 NULL_WORD = "<NULL>"
 
@@ -47,7 +47,7 @@ def count_table(src, tgt, n_src, n_tgt, xp=np):
     It equals the expected counts of the first EM E-step from a uniform table
     without NULL.
     """
-    _flatten(src, n_src, "source"), _flatten(tgt, n_tgt, "target")       # id checks
+    check_corpus(src, tgt, n_src, n_tgt)             # one target per source, ids in range
     C = np.zeros((n_src, n_tgt))
     for x, y in zip(src, tgt):
         x, y = np.asarray(x, dtype=np.int64), np.asarray(y, dtype=np.int64)
@@ -122,10 +122,8 @@ def train_ibm1_dense(src, tgt, n_src, n_tgt, iterations=5, null=True):
     table : array (|I| (+1 with NULL), |O|)   t(o | i)
     log_likelihood : list of iterations + 1 floats (module docstring)
     """
-    if not null and any(len(x) == 0 and len(y) > 0 for x, y in zip(src, tgt)):
-        n = next(k for k, (x, y) in enumerate(zip(src, tgt)) if len(x) == 0 and len(y) > 0)
-        raise InputError(f"pair {n} has target words but an empty source; "
-                         "drop it or use the NULL word")
+    iterations = check_int_at_least("iterations", iterations, 0)
+    check_corpus(src, tgt, n_src, n_tgt, null)       # the checks of train_ibm1, the same
     rows = n_src + int(null)
     t = np.full((rows, n_tgt), 1.0 / n_tgt)
     history = []

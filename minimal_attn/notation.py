@@ -72,7 +72,7 @@ TABLE = (
     Symbol("Snell", "r = T p - counts (residual)", "residual", "proxy.loss_and_grads",
            "Snell Eq. (14)"),
     Symbol("Snell", "d(W e_i) / d tau at tau = 0 (logits; Eq. (15) prints theta)",
-           "logit_velocity, init_logit_velocity", "proxy", "Snell Eqs. (15), (53)"),
+           "logit_velocity, init_logit_velocity", "proxy_velocity", "Snell Eqs. (15), (53)"),
     Symbol("Snell", "C_{i,o} (count table)", "count_table", "ibm1", "Snell Eq. (16)"),
     Symbol("Snell", "Trans(o|i)", "trans_from_counts; IBM1Model", "ibm1", "Snell Eq. (17)"),
     Symbol("Snell", "beta^IBM_{t,l}", "beta_ibm", "ibm1", "Snell Eq. (18)"),

@@ -1,4 +1,4 @@
-r"""The bag-of-words proxy model of Snell et al. (2021), Snell Eqs. (5), (6), (14) and (15).
+r"""The bag-of-words proxy model of Snell et al. (2021), Snell Eqs. (5), (6) and (14).
 
 With attention frozen uniform, a seq2seq model predicts every output word from
 the same average input embedding. The proxy keeps only that (Section 2.3):
@@ -18,16 +18,9 @@ Gradients are written by hand beside the forward pass. With
 gradient of the pair's loss with respect to its logits),
 ``dW = sum_pairs r ebar^T`` and ``de_i = sum_pairs (n_i(x)/L) W^T r``.
 
-Snell Eq. (15), Appendix A.2: under gradient flow from :math:`W, e \sim N(0, I/d)`,
-the logits :math:`W e_i` move at :math:`\tau = 0` with velocity
-:math:`\dot W e_i + W \dot e_i \to 2 (C[i, :] - \mathrm{mean}_o C[i, o])` as d
-grows, C the count table of Snell Eq. (16); :func:`init_logit_velocity` computes both
-sides. Snell Eq. (15) as printed has the probabilities :math:`\theta^{px}_{i,o} = \sigma(W e_i)_o`
-on its left; its derivation (A.2, Snell Eqs. (53)-(54)) is for the logits :math:`\hat\theta = W e`,
-which is what holds and what is implemented here. The probabilities move slower by the
-factor |O| (the softmax Jacobian at uniform p is :math:`(I - 11^\top/|O|)/|O|`;
-tested). Tables here are indexed [source word i, target word o], like
-:mod:`minimal_attn.ibm1`.
+Snell Eq. (15), the velocity of the logits at initialisation, is in
+:mod:`minimal_attn.proxy_velocity`. Tables here are indexed [source word i, target word o],
+like :mod:`minimal_attn.ibm1`.
 """
 
 import dataclasses
@@ -37,8 +30,7 @@ import numpy as np
 
 from minimal_attn import _proxy_fast
 from minimal_attn._xp import get_xp, like, scatter_add_rows, to_numpy
-from minimal_attn.errors import InputError, check_ids, check_int_at_least, check_positive
-from minimal_attn.ibm1 import count_table
+from minimal_attn.errors import InputError, check_ids, check_int_at_least, check_positive, diverged
 from minimal_attn.losses import log_softmax
 
 
@@ -157,6 +149,9 @@ def beta_px(params, x, y):
     array, shape (T, L)
     """
     W, e = params["W"], params["e"]
+    if np.ndim(to_numpy(x)) != 1 or np.ndim(to_numpy(y)) != 1:       # one pair at a time
+        raise InputError(f"x and y must be id vectors (L,) and (T,) of one pair, got shapes "
+                         f"{np.shape(to_numpy(x))} and {np.shape(to_numpy(y))}")
     check_ids(to_numpy(x), e.shape[0], "source")
     check_ids(to_numpy(y), W.shape[0], "target")
     xp = get_xp(W, e)
@@ -171,6 +166,22 @@ def word_translation(params):
 
 
 # ------------------------------------------------------------------- training
+#: a loss per output word this many times the uniform model's (log |O|) has diverged
+GROWTH = 100.0
+
+
+def check_proxy_config(cfg):
+    """Refuse training settings that cannot run (naming the field); return ``cfg``."""
+    if not isinstance(cfg, ProxyConfig):
+        raise InputError(f"config must be a ProxyConfig, got {type(cfg).__name__}")
+    for name, low in (("d", 1), ("epochs", 0), ("batch_size", 1), ("seed", 0)):
+        check_int_at_least(name, getattr(cfg, name), low, param=name)
+    check_positive("lr", cfg.lr, param="lr")
+    if cfg.optimizer not in ("adam", "sgd"):
+        raise InputError(f"optimizer must be adam or sgd, got {cfg.optimizer!r}", "optimizer")
+    return cfg
+
+
 def _adam(params, grads, state, lr, b1=0.9, b2=0.999, eps=1e-8):
     """Adam, the textbook form; training runs its in-place twin ``_proxy_fast.adam_step``."""
     state["t"] = state.get("t", 0) + 1
@@ -203,14 +214,16 @@ def train_proxy(src, tgt, n_src, n_tgt, config=None, val=None, callback=None, li
     -------
     params : dict ``{"W", "e"}``
     history : list of dict   per epoch: ``train_loss`` and ``val_loss`` per output word
+
+    A run whose loss per output word becomes non-finite or passes ``GROWTH`` times the
+    uniform model's is refused (:class:`~minimal_attn.errors.DivergedError`).
     """
-    cfg = config or ProxyConfig()
-    check_int_at_least("d", cfg.d, 1)
-    check_int_at_least("epochs", cfg.epochs, 0)
-    check_int_at_least("batch_size", cfg.batch_size, 1)
-    check_positive("lr", cfg.lr)
-    if cfg.optimizer not in ("adam", "sgd"):
-        raise InputError(f"optimizer must be adam or sgd, got {cfg.optimizer!r}")
+    cfg = check_proxy_config(config or ProxyConfig())
+    check_int_at_least("n_src", n_src, 1), check_int_at_least("n_tgt", n_tgt, 1)
+    if not len(src) or val is not None and not len(val[0]):      # a loss of 0 would pass
+        raise InputError(f"{'val' if len(src) else 'src'} holds no pairs: give at least one "
+                         "(or val=None)", param="val" if len(src) else "src")
+    limit = GROWTH * max(np.log(n_tgt), 1.0)      # the uniform model's loss is log |O|
     rng = np.random.default_rng(cfg.seed)
     params = init_params(n_src, n_tgt, cfg.d, rng)
     if like_array is not None:
@@ -235,64 +248,14 @@ def train_proxy(src, tgt, n_src, n_tgt, config=None, val=None, callback=None, li
         record = {"epoch": epoch, "train_loss": float(total) / n_words}
         if val_batch is not None:
             record["val_loss"] = loss_and_grads(params, val_batch)[0] / val_words
-            if record["val_loss"] < best_loss:
-                best_loss = record["val_loss"]
-                best = {k: v.clone() if hasattr(v, "clone") else v.copy()
-                        for k, v in params.items()}
+        worst = max(record["train_loss"], record.get("val_loss", 0.0))
+        if not np.isfinite(worst) or worst > limit:     # the probes would read noise
+            raise diverged(f"the proxy's loss per output word reached {worst:.3g} at "
+                           f"epoch {epoch}")
+        if val_batch is not None and record["val_loss"] < best_loss:
+            best_loss = record["val_loss"]
+            best = {k: v.clone() if hasattr(v, "clone") else v.copy() for k, v in params.items()}
         history.append(record)
         if callback is not None:
             callback(epoch, record)
     return (best if best is not None else params), history
-
-
-# ------------------------------------------------------- Snell Eq. (15), at tau = 0
-def logit_velocity(params, src, tgt):
-    r"""The gradient-flow velocity of the logit table :math:`Z = E W^\top`, shape (|I|, |O|).
-
-    With :math:`\dot W = -\partial\mathcal L/\partial W` and
-    :math:`\dot e = -\partial\mathcal L/\partial e` for the summed loss (14),
-    :math:`\dot Z = \dot E W^\top + E \dot W^\top`; row i holds
-    :math:`\frac{d}{d\tau} W e_i`.
-    """
-    _, g = loss_and_grads(params, make_batch(src, tgt))
-    return -(g["e"] @ params["W"].T + params["e"] @ g["W"].T)           # (|I|, |O|)
-
-
-def init_logit_velocity(src, tgt, n_src, n_tgt, d, rng):
-    r"""Both sides of Snell Eq. (15): the logit velocity at initialisation and its large-d limit.
-
-    Returns
-    -------
-    exact : array, shape (|I|, |O|)   :func:`logit_velocity` at a fresh N(0, I/d) draw
-    limit : array, shape (|I|, |O|)   :math:`2 (C - \mathrm{mean}_o C)`, C from Snell Eq. (16)
-
-    Notes
-    -----
-    The limit is exact whenever :math:`e_i \cdot e_j = \delta_{ij}`,
-    :math:`W_o \cdot W_{o'} = \delta_{oo'}` and :math:`W e_i = 0` (so
-    :math:`p_t` is uniform); a N(0, I/d) draw meets these up to O(1/sqrt(d)).
-    """
-    exact = logit_velocity(init_params(n_src, n_tgt, d, rng), src, tgt)
-    C = count_table(src, tgt, n_src, n_tgt)                              # (|I|, |O|)
-    return exact, 2.0 * (C - C.mean(axis=1, keepdims=True))
-
-
-def init_velocity_error(src, tgt, n_src, n_tgt, dims, n_seeds=3, seed=0):
-    """Relative Frobenius error of Snell Eq. (15), averaged over seeds, for each d in ``dims``.
-
-    It shrinks like 1/sqrt(d): every inner product e_i.e_j and W_o.W_o' is
-    within O(1/sqrt(d)) of its limit delta, and so is softmax(W ebar) of uniform.
-
-    Returns
-    -------
-    float array, shape (len(dims),)
-    """
-    rng = np.random.default_rng(seed)
-    out = []
-    for d in dims:
-        errs = []
-        for _ in range(n_seeds):
-            exact, limit = init_logit_velocity(src, tgt, n_src, n_tgt, int(d), rng)
-            errs.append(np.linalg.norm(exact - limit) / np.linalg.norm(limit))
-        out.append(float(np.mean(errs)))
-    return np.array(out)

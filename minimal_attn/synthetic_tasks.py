@@ -15,19 +15,35 @@ batches as an uninterrupted one, and one seed's data never depends on how many
 other seeds are trained beside it.
 """
 
+import math
+import numbers
+
 import numpy as np
 
-from minimal_attn.errors import InputError
+from minimal_attn.errors import InputError, check_int_at_least
 from minimal_attn.ibm1 import beta_ibm, count_table, trans_from_counts
 
 #: Section 3.3 / 6.2: 40 positions, vocabularies of 40 and 60 types.
 LENGTH = 40
 N_CONTROL_VOCAB = 60
 KEYWORD = 1
+#: keyword_classification refuses settings where a draw lands in its rarer class (the
+#: keyword exactly once, or not at all) less often than this: rejection would run for ages
+MIN_ACCEPT = 1e-3
+
+
+def _check_draw(rng, n):
+    """``n`` as an int, refusing what no generator can draw from: ``rng`` must be a NumPy
+    Generator (seeded streams are reproducible only through one), ``n`` an integer >= 1."""
+    if not isinstance(rng, np.random.Generator):
+        raise InputError(f"rng must be a numpy.random.Generator, e.g. "
+                         f"np.random.default_rng(seed), got {type(rng).__name__}", param="rng")
+    return check_int_at_least("n", n, 1, param="n")
 
 
 def _perm_rows(rng, n, n_types):
     """``n`` independent random permutations of ``0..n_types-1``, shape (n, n_types)."""
+    n, n_types = _check_draw(rng, n), check_int_at_least("n_types", n_types, 1, param="n_types")
     return np.argsort(rng.random((n, n_types)), axis=1)
 
 
@@ -43,7 +59,8 @@ def permutation_copy(rng, n, n_types=LENGTH):
 
 def copy_control(rng, n, n_types=LENGTH, n_vocab=N_CONTROL_VOCAB):
     r"""Sec. 3.3 control: ``n_types`` distinct words drawn from ``n_vocab``, permuted; copy it."""
-    if n_vocab < n_types:
+    n_types = check_int_at_least("n_types", n_types, 1, param="n_types")
+    if check_int_at_least("n_vocab", n_vocab, 1, param="n_vocab") < n_types:
         raise InputError(f"n_vocab must be >= n_types ({n_types}), got {n_vocab}",
                          param="n_vocab")
     src = _perm_rows(rng, n, n_vocab)[:, :n_types] + 1          # first L of a permutation
@@ -69,8 +86,13 @@ def permutation_function(rng, n, pi, n_vocab=N_CONTROL_VOCAB):
 
     With ``pi = arange(L)`` this is plain copying on the same inputs.
     """
+    pi = np.asarray(pi)
+    if pi.ndim != 1 or pi.dtype.kind not in "iu" or not np.array_equal(np.sort(pi),
+                                                                       np.arange(pi.size)):
+        raise InputError(f"pi must be a permutation of the positions 0..L-1 (e.g. "
+                         f"fixed_permutation(seed)), got {pi.tolist()!r}", param="pi")
     src, _ = copy_control(rng, n, len(pi), n_vocab)
-    return src, src[:, np.asarray(pi)]
+    return src, src[:, pi]
 
 
 def keyword_classification(rng, n, length=LENGTH, n_vocab=LENGTH, keyword=KEYWORD):
@@ -85,6 +107,7 @@ def keyword_classification(rng, n, length=LENGTH, n_vocab=LENGTH, keyword=KEYWOR
     -------
     x : (n, length) int64, y : (n,) int64 in {0, 1}, l_star : (n,) int64 (-1 in negatives)
     """
+    n, length, n_vocab = _check_keyword_task(rng, n, length, n_vocab, keyword)
     n_pos = n // 2
     want = {1: n_pos, 0: n - n_pos}
     got = {1: [], 0: []}
@@ -100,6 +123,33 @@ def keyword_classification(rng, n, length=LENGTH, n_vocab=LENGTH, keyword=KEYWOR
     x, y = x[order], y[order]
     l_star = np.where(y == 1, np.argmax(x == keyword, axis=1), -1)
     return x.astype(np.int64), y, l_star
+
+
+def _check_keyword_task(rng, n, length, n_vocab, keyword):
+    """``(n, length, n_vocab)`` as ints, refusing settings the rejection sampler cannot
+    finish: a keyword outside 1..n_vocab or a one-word vocabulary (never or always the
+    keyword), or a length where a draw holds the keyword exactly once, or not at all, with
+    probability below MIN_ACCEPT.
+
+    The sampler stays as it is (not a direct draw of the keyword's position, which gives
+    the same distribution but other numbers): the seeded streams of batch_stream, and the
+    results recorded from them, depend on its draws.
+    """
+    n = _check_draw(rng, n)
+    length = check_int_at_least("length", length, 1, param="length")
+    n_vocab = check_int_at_least("n_vocab", n_vocab, 2, param="n_vocab")
+    if not (isinstance(keyword, numbers.Integral) and 1 <= keyword <= n_vocab):
+        raise InputError(f"keyword must be a word of the vocabulary 1..{n_vocab} (n_vocab), "
+                         f"got {keyword!r}", param="keyword")
+    log_miss = length * math.log1p(-1.0 / n_vocab)               # log P(no keyword)
+    log_once = math.log(length / (n_vocab - 1)) + log_miss        # log P(exactly once)
+    if min(log_miss, log_once) < math.log(MIN_ACCEPT):
+        raise InputError(f"with length {length} and n_vocab {n_vocab} a sequence holds the "
+                         f"keyword exactly once with probability {math.exp(log_once):.2g} "
+                         f"and never with {math.exp(log_miss):.2g}, too rare to sample: "
+                         "keep n_vocab near length (about one keyword per sequence)",
+                         param=("length", "n_vocab"))
+    return n, length, n_vocab
 
 
 #: task name -> (generator, vocabulary size V without the start id); conditions
@@ -122,6 +172,9 @@ def batch_stream(condition, seed, step, n, pi_seed=0):
 
     Returns ``(src, tgt)`` for seq2seq conditions and ``(x, y, l_star)`` for ``"keyword"``.
     """
+    if condition not in CONDITION_CODES:
+        raise InputError(f"unknown condition {condition!r}: use one of "
+                         f"{', '.join(CONDITION_CODES)}", param="condition")
     rng = np.random.default_rng([CONDITION_CODES[condition], int(seed), int(step) + 1])
     if condition == "keyword":
         return keyword_classification(rng, n)

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minimal_attn import _proxy_fast, ibm1, proxy
+from minimal_attn import _proxy_fast, ibm1, proxy, proxy_velocity
 from minimal_attn.errors import InputError
 
 
@@ -104,7 +104,7 @@ def test_eq15_is_exact_for_orthonormal_embeddings():
     eye = np.eye(n_src + n_tgt)
     params = {"e": eye[:n_src], "W": eye[n_src:]}
     C = ibm1.count_table(src, tgt, n_src, n_tgt)
-    np.testing.assert_allclose(proxy.logit_velocity(params, src, tgt),
+    np.testing.assert_allclose(proxy_velocity.logit_velocity(params, src, tgt),
                                2 * (C - C.mean(axis=1, keepdims=True)), atol=1e-12)
 
 
@@ -130,7 +130,7 @@ def test_eq15_holds_for_the_logits_and_is_smaller_by_the_output_size_for_theta()
 def test_eq15_error_shrinks_like_one_over_sqrt_d():
     src, tgt, n_src, n_tgt = _toy_corpus()
     dims = [16, 256, 4096]
-    err = proxy.init_velocity_error(src, tgt, n_src, n_tgt, dims, n_seeds=4, seed=0)
+    err = proxy_velocity.init_velocity_error(src, tgt, n_src, n_tgt, dims, n_seeds=4, seed=0)
     assert np.all(np.diff(err) < 0)
     slope = np.polyfit(np.log(dims), np.log(err), 1)[0]
     assert -0.7 < slope < -0.35                       # ~ -1/2

@@ -87,14 +87,14 @@ class MosaicTable1:
     focus, title = "a_z", None
 
     def __init__(self, config):
-        self.c = config
-        self.paradigms = config.paradigms
-        # a range, not a list: a huge --seeds is refused by check_steps, not by memory
-        self.seeds = range(config.first_seed, config.first_seed + config.seeds)
-        self.seen = None
+        self.c = config          # read by check() alone: it may be anything a user passed
+        self.paradigms, self.seeds, self.seen = (), range(0), None
 
     def check(self):
-        check_config(self.c)
+        self.c = check_config(self.c)          # canonical paradigms: the results' keys
+        self.paradigms = self.c.paradigms
+        # a range, not a list: a huge --seeds is refused by check_steps, not by memory
+        self.seeds = range(self.c.first_seed, self.c.first_seed + self.c.seeds)
         if self.c.batch_seeds:
             _check_batched(self.c)
 

@@ -27,7 +27,7 @@ import json
 import os
 from typing import Optional, Protocol, Sequence
 
-from minimal_attn.errors import DivergedError, InputError
+from minimal_attn.errors import DivergedError, InputError, check_paradigms
 from minimal_attn.experiments.config import check_writable, resume_note
 from minimal_attn.experiments.io import undo_on_refusal
 from minimal_attn.experiments.run_folders import check_run_folder
@@ -98,6 +98,8 @@ def run_table1(data, out=None, resume=False, progress=None, log=None, on_epoch=N
                          param="on_divergence")
     log = log or (lambda line: None)
     data.check()
+    # results are keyed by these names: canonical, once each, at least one (every data set)
+    data.paradigms = check_paradigms(data.paradigms, param="paradigms")
     if resume and out is None:
         raise InputError("resume needs out: the folder whose checkpoints/ to continue from",
                          param=("resume", "out"))

@@ -8,6 +8,8 @@ written, all before any work. :data:`PROTOCOLS` holds the paper's protocol
 (see ``minimal_attn.backends.vr.table1`` for what "equal compute" means).
 """
 
+import math
+import numbers
 import os
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -15,7 +17,13 @@ from typing import Dict, List, Optional, Union
 
 from minimal_attn import PARADIGMS
 from minimal_attn.datasets.splits import CIFAR_DATASETS, TEST_IMAGES
-from minimal_attn.errors import InputError, check_seeds
+from minimal_attn.errors import (
+    InputError,
+    check_int_at_least,
+    check_paradigms,
+    check_positive,
+    check_seeds,
+)
 from minimal_attn.experiments.train_loop import (
     COMPILE_MODES,
     CONV_MODES,
@@ -129,41 +137,51 @@ def apply_protocol(config, name, explicit=()):
     return replace(config, protocol=name, **preset)
 
 
-def _at_least(name, value, low):
-    if value is None or int(value) != value or value < low:
-        raise InputError(f"{name} must be an integer >= {low}, got {value}", param=name)
+def _number(name, value, ok, rule):
+    """Require a real number with ``ok(value)``; ``rule`` says which, in words."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not ok(value):
+        raise InputError(f"{name} must be {rule}, got {value!r}", param=name)
+    return value
 
 
-def _positive(name, value):
-    if not (value == value and 0 < value < float("inf")):
-        raise InputError(f"{name} must be a finite number > 0, got {value}", param=name)
+#: the integer settings and their least values
+INT_FIELDS = (("m", 2), ("epochs", 1), ("seeds", 1), ("first_seed", 0), ("data_seed", 0),
+              ("n_train", 1), ("n_test", 1), ("batch_size", 1), ("n_classes", 2),
+              ("eval_every", 1), ("checkpoint_every", 1))
 
 
 def check_config(c):
-    """Raise InputError (naming the parameter) for any setting that cannot run."""
+    """Raise InputError (naming the parameter) for any setting that cannot run.
+
+    Returns ``c`` with its paradigms canonical (:func:`minimal_attn.errors.check_paradigms`) and its
+    integer settings Python ints; a caller that trains uses the returned config.
+    """
+    if not isinstance(c, ExperimentConfig):
+        raise InputError(f"the settings must be an ExperimentConfig (e.g. "
+                         f"ExperimentConfig(**settings)), got {type(c).__name__}")
     if c.dataset not in BACKEND_DATASETS.get(c.backend, ()):
         other = "torch" if c.backend == "numpy" else "numpy"
         raise InputError(f"backend {c.backend} does not train on dataset {c.dataset}: use "
                          f"backend {other} (numpy: linear FCAM on vector mosaics; torch: "
                          "CNN FCAM on image mosaics)", param="backend")
-    for name, low in (("m", 2), ("epochs", 1), ("seeds", 1), ("first_seed", 0),
-                      ("data_seed", 0), ("n_train", 1), ("n_test", 1),
-                      ("batch_size", 1), ("n_classes", 2), ("eval_every", 1),
-                      ("checkpoint_every", 1)):
-        _at_least(name, getattr(c, name), low)
+    ints = {name: check_int_at_least(name, getattr(c, name), low, param=name)
+            for name, low in INT_FIELDS}
+    c = replace(c, paradigms=check_paradigms(c.paradigms, param="paradigms"), **ints)
     check_seeds("first_seed", c.first_seed, c.seeds, param="first_seed")
     check_seeds("data_seed", c.data_seed, param="data_seed")
+    if c.lr is not None and not isinstance(c.lr, dict):
+        raise InputError(f"lr must be a dict of rates such as {{'all': 0.1}} or "
+                         f"{{'sa': 0.05, 'ha': 0.01}} (or None), got {c.lr!r}", param="lr")
     for p, value in (c.lr or {}).items():
         if p != "all" and p not in PARADIGMS:
             raise InputError(f"lr: unknown paradigm {p!r}; use {', '.join(PARADIGMS)}",
                              param="lr")
-        _positive("lr", value)
+        check_positive("lr", value, param="lr")
     for name in ("hybrid_lr", "time_limit"):
         if getattr(c, name) is not None:
-            _positive(name, getattr(c, name))
-    _positive("width", c.width)
-    if not 0 <= c.momentum < 1:
-        raise InputError(f"momentum must lie in [0, 1), got {c.momentum}", param="momentum")
+            check_positive(name, getattr(c, name), param=name)
+    check_positive("width", c.width, param="width")
+    _number("momentum", c.momentum, lambda v: 0 <= v < 1, "a number in [0, 1)")
     for name, allowed in (("optimizer", OPTIMIZERS), ("focus_init", FOCUS_INITS),
                           ("classifier", CLASSIFIERS), ("compile", COMPILE_MODES),
                           ("precision", PRECISIONS), ("conv_mode", (None,) + CONV_MODES),
@@ -194,19 +212,16 @@ def check_config(c):
                 raise InputError(f"{name} {getattr(c, name)} applies to backend torch (the "
                                  "CNN FCAM); the linear FCAM trains by plain gradient "
                                  "descent from zero", param=name)
-    if c.stop_loss is not None and not (c.stop_loss == c.stop_loss
-                                        and 0 <= c.stop_loss < float("inf")):
-        raise InputError(f"stop_loss must be a finite number >= 0, got {c.stop_loss}",
-                         param="stop_loss")
+    if c.stop_loss is not None:
+        _number("stop_loss", c.stop_loss, lambda v: 0 <= v < math.inf,
+                "None or a finite number >= 0")
     for name in ("chunk", "threads"):
         if getattr(c, name) is not None:
-            _at_least(name, getattr(c, name), 1)
-    s = c.switch_epoch
-    if s is not None and s != "auto" and not (int(s) == s and 0 <= s <= c.epochs):
-        raise InputError(f"switch_epoch must be auto or lie in 0..{c.epochs} (epochs), "
-                         f"got {s}", param="switch_epoch")
-    if not 0 < c.threshold < 1:
-        raise InputError(f"threshold must lie in (0, 1), got {c.threshold}", param="threshold")
+            check_int_at_least(name, getattr(c, name), 1, param=name)
+    if c.switch_epoch not in (None, "auto"):
+        _number("switch_epoch", c.switch_epoch, lambda v: 0 <= v <= c.epochs and v == int(v),
+                f"auto or an integer in 0..{c.epochs} (epochs)")
+    _number("threshold", c.threshold, lambda v: 0 < v < 1, "a number in (0, 1)")
     if c.backend == "numpy" and str(c.device).lower() not in ("auto", "cpu"):
         raise InputError(f"device {c.device} applies to backend torch; the numpy backend "
                          "runs on the CPU", param="device")
@@ -214,6 +229,7 @@ def check_config(c):
         raise InputError(f"dataset {c.dataset} needs data_dir: the folder holding "
                          + ("cifar-10-batches-py" if c.dataset == "cifar10" else
                             "cifar-100-python"), param="data_dir")
+    return c
 
 
 def estimate_bytes(c):

@@ -10,19 +10,18 @@ held-out pairs (its probe, Snell Eq. (6), against Snell Eq. (18)).
 """
 
 import dataclasses
-import math
+import os
 from typing import Optional
 
 import numpy as np
 
 from minimal_attn.datasets.text import Vocab, read_parallel, tokenize, whitespace_tokens
-from minimal_attn.errors import InputError, check_int_at_least, diverged
+from minimal_attn.errors import InputError, check_int_at_least
 from minimal_attn.experiments.progress import counter
 from minimal_attn.experiments.resources import check_memory, check_steps
-from minimal_attn.proxy import ProxyConfig
+from minimal_attn.proxy import ProxyConfig, check_proxy_config
 
 TOKENIZERS = {"simple": tokenize, "whitespace": whitespace_tokens}
-GROWTH = 100.0       # a proxy loss this many times the uniform model's has diverged
 
 
 # ------------------------------------------------------------------ IBM Model 1
@@ -47,7 +46,7 @@ def run_ibm1(src_path, tgt_path, cfg=None, progress=None):
     """
     from minimal_attn.ibm1 import train_ibm1
 
-    cfg = cfg or Ibm1Config()
+    cfg = _settings(cfg, Ibm1Config)
     check_int_at_least("iterations", cfg.iterations, 1, param="iterations")
     check_steps(cfg.iterations, "EM", param="iterations")
     tick = counter(progress, "EM", cfg.iterations)
@@ -109,16 +108,26 @@ class ProxyExperiment:
     percent: float = 5.0            # top percentage of Snell Eq. (10)
 
 
+def _settings(cfg, kind):
+    """``cfg``, or the defaults for None; anything but a ``kind`` (a dict of its fields) is
+    refused here, not by an AttributeError half-way."""
+    if cfg is None:
+        return kind()
+    if not isinstance(cfg, kind):
+        name = kind.__name__
+        raise InputError(f"cfg must be of type {name} (e.g. {name}(**settings)), got "
+                         f"{type(cfg).__name__}", param="cfg")
+    return cfg
+
+
 def check_proxy(cfg):
     """Refuse bad settings before any file is read."""
     if cfg.max_pairs is not None:
         check_int_at_least("max_pairs", cfg.max_pairs, 2, param="max_pairs")
     for name in ("min_count", "ibm_iterations"):
         check_int_at_least(name, getattr(cfg, name), 1, param=name)
-    for name, low in (("d", 1), ("epochs", 1), ("batch_size", 1), ("seed", 0)):
-        check_int_at_least(name, getattr(cfg.model, name), low, param=name)
-    if not (math.isfinite(cfg.model.lr) and cfg.model.lr > 0):
-        raise InputError(f"lr must be a finite number > 0, got {cfg.model.lr}", param="lr")
+    check_proxy_config(cfg.model)                    # the proxy's own: d, lr, optimizer, ...
+    check_int_at_least("epochs", cfg.model.epochs, 1, param="epochs")
     if not 0.0 < cfg.percent <= 100.0:
         raise InputError(f"percent must lie in (0, 100], got {cfg.percent}", param="percent")
     if not 0.0 < cfg.holdout < 1.0:
@@ -190,8 +199,11 @@ def run_proxy(src, tgt, cfg=None, val=None, progress=None):
     from minimal_attn.ibm1 import beta_ibm, train_ibm1
     from minimal_attn.proxy import beta_px, train_proxy
 
-    cfg = cfg or ProxyExperiment()
+    cfg = _settings(cfg, ProxyExperiment)
     check_proxy(cfg)
+    if val is not None and (isinstance(val, (str, bytes, os.PathLike)) or len(val) != 2):
+        raise InputError(f"val must be a pair (val_src, val_tgt) of paths, got {val!r}",
+                         param="val")
     (tr_src, tr_tgt), (va_src, va_tgt) = _read(src, tgt, val, cfg)
     src_vocab = _vocab(tr_src, cfg.min_count, "source")
     tgt_vocab = _vocab(tr_tgt, cfg.min_count, "target")
@@ -202,17 +214,12 @@ def run_proxy(src, tgt, cfg=None, val=None, progress=None):
     check_steps(cfg.ibm_iterations, "EM", param="ibm_iterations")
     x_tr, y_tr = src_vocab.encode_all(tr_src), tgt_vocab.encode_all(tr_tgt)
     x_va, y_va = src_vocab.encode_all(va_src), tgt_vocab.encode_all(va_tgt)
-    limit = GROWTH * max(math.log(n_tgt), 1.0)    # the uniform model's loss is log |O|
     tick = counter(progress, "proxy", cfg.model.epochs)
 
     def watch(epoch, record):
-        worst = max(record["train_loss"], record.get("val_loss", 0.0))
-        if not math.isfinite(worst) or worst > limit:
-            raise diverged(f"the proxy's loss per output word reached {worst:.3g} at "
-                           f"epoch {epoch}")
         tick(note=f"val loss {record['val_loss']:.3f}" if "val_loss" in record else None)
 
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):     # train_proxy refuses divergence
         params, history = train_proxy(x_tr, y_tr, n_src, n_tgt, cfg.model,
                                       val=(x_va, y_va), callback=watch)
     table = train_ibm1(x_tr, y_tr, n_src, n_tgt, iterations=cfg.ibm_iterations, null=False)
