@@ -154,6 +154,16 @@ if not names:
         names, absent = [n for n in names if has_data(n)], [n for n in names if not has_data(n)]
         if absent:
             print(f"# without their data under {data}: {len(absent)} cells and parts left out")
+elif prep == "0":            # named cells run anyway: say which would stop for want of data
+    def lacks_data(name):
+        try:
+            return not has_data(name)
+        except InputError:
+            return False          # a bad name: refused below in one line
+    absent = [n for n in names if lacks_data(n)]
+    if absent:
+        print(f"# without their data under {data}: {' '.join(absent)} (named: each would "
+              "stop at once; --prepare copies it)")
 rows, records, catalogue = [], read_cells("results"), cells.all_cells()
 for n in names:
     try:
@@ -406,7 +416,11 @@ PYEOF
 echo "$SUMMARY"
 if [ -n "${OUT:-}" ]; then
   echo "$SUMMARY" >"$OUT/gpu_cells_summary.md"
-  ls results/cells/*.json >/dev/null 2>&1 && tar czf "$OUT/cells_results.tar.gz" results/cells/*.json
+  # only the records this job wrote: another record of the store, packed as it was at
+  # --prepare, would come home older than one rerun or imported there since
+  if [ "${#WROTE[@]}" -gt 0 ]; then
+    printf 'results/cells/%s.json\n' "${WROTE[@]}" | sort -u | tar czf "$OUT/cells_results.tar.gz" -T -
+  fi
   # the small files of this job's run folders (curves, settings, per-seed results; no
   # checkpoints), for `cells plot` at home: tar xzf cells_runs.tar.gz
   RUN_FILES=()

@@ -438,6 +438,11 @@ def test_gpu_cells_auto_parallel_and_the_cells_a_job_has_no_data_for(tmp_path):
     assert f"without their data under {tmp_path}" in out.stdout
     listed = [line.split() for line in out.stdout.splitlines() if " min " in line]
     assert all(row[1] == "-" for row in listed)           # cells that need no data folder
+    # a named cell runs whatever its data, but the dry run says it is missing
+    out = dry("--data", str(tmp_path), "t1-cifar10-m20-authors-sa@3", "tiny-t1-synthetic-sa")
+    assert out.returncode == 0, out.stderr
+    assert (f"(without their data under {tmp_path}: t1-cifar10-m20-authors-sa@3 (named: "
+            in out.stdout), out.stdout
     bad = dry("--parallel", "x")
     assert bad.returncode == 2 and "--parallel must be a count >= 1 or auto" in bad.stderr
 
@@ -527,6 +532,10 @@ def test_gpu_cells_runs_cells_end_to_end_on_the_cpu_and_packs_what_comes_home(tm
     (repo / "benchmarks").mkdir(parents=True)
     out.mkdir()
     shutil.copy(ROOT / "benchmarks" / "gpu_cells.sh", repo / "benchmarks")
+    # a record of the store that the job does not write: it must not come home again
+    (repo / "results" / "cells").mkdir(parents=True)
+    shutil.copy(sorted((ROOT / "results" / "cells").glob("*.json"))[0],
+                repo / "results" / "cells")
     env = dict(os.environ, PYTHON=os.environ.get("PYTHON", sys.executable), OUT=str(out),
                GPU_CELLS_DEVICE="cpu", OMP_NUM_THREADS="1")
     cells_run = ["tiny-t1-synthetic-sa", "tiny-synthetic-copy"]

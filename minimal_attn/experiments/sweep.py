@@ -111,6 +111,7 @@ def run_sweep(out, grid=None, engine="local", resume=False, engine_options=None,
     runner = make_engine(engine, out, retries=retries, **(engine_options or {}))
     try:
         ensure_dir(out)
+        _note_other_grid(out, cells, log)
         write_json(sweep_file(out), {"format": 1, "grid": grid,
                                      "cells": [c.name for c in cells]})
         report = _drive(out, cells, extra, runner, retries, log, command)
@@ -120,6 +121,20 @@ def run_sweep(out, grid=None, engine="local", resume=False, engine_options=None,
     log(f"merged {len(entries)} of {len(cells)} cells into {out}: results.json, summary.csv, "
         "summary.md, figures/")
     return report
+
+
+def _note_other_grid(out, cells, log):
+    """One line when ``out`` held a sweep of other cells: its sweep.json and merged files
+    are about to describe this grid (the old cells' records stay in ``out/cells``)."""
+    try:
+        with open(sweep_file(out)) as f:
+            before = json.load(f)["cells"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    if sorted(before) != sorted(c.name for c in cells):
+        log(f"{out} held a sweep of another grid ({len(before)} cells): sweep.json and the "
+            f"merged files now describe this one ({len(cells)} cells); the records of the "
+            f"other cells stay in {out}/cells")
 
 
 def _check_torch(cells):
@@ -152,7 +167,7 @@ def _drive(out, cells, extra, runner, retries, log, command):
             f"{runner.name}")
     running, failed, tries = [], {}, {}
     if hasattr(runner, "reattach"):        # jobs of a killed driver may still run
-        running, waiting = runner.reattach(waiting)
+        running, waiting = runner.reattach(waiting, log)
         for job, tasks in running:
             log(f"job {job.job_id} of an earlier driver still runs "
                 f"{', '.join(t['cell'].name for t in tasks)}: waiting for it")

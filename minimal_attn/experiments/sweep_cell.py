@@ -14,13 +14,21 @@ one line and the full traceback in ``log.txt``, so that one bad cell never
 stops the others.
 """
 
+import contextlib
 import json
 import os
 import time
 import traceback
 
 from minimal_attn.errors import InputError
-from minimal_attn.experiments.results_store import cell_path, code_source, provenance, write_cell
+from minimal_attn.experiments.results_store import (
+    CODE_HISTORY,
+    cell_path,
+    code_history,
+    code_source,
+    provenance,
+    write_cell,
+)
 from minimal_attn.experiments.results_store import read_record as store_record
 
 #: Test hook: ``NAME@EPOCH`` makes the process running cell NAME exit right after the
@@ -116,15 +124,19 @@ def run_tasks(tasks):
 
 
 def _run_table1(task, folder, log):
-    """A V&R Table 1 cell: ``run_experiment`` into ``folder``; ``(result, device)``."""
-    from minimal_attn.backends.vr.table1 import run_experiment
+    """A V&R Table 1 cell: ``run_experiment``'s call into ``folder``; ``(result, device,
+    data)``, ``data`` the fingerprint of its mosaics that its checkpoints hold too
+    (:func:`.checkpoints.data_fingerprint`)."""
+    from minimal_attn.backends.vr.table1 import MosaicTable1
+    from minimal_attn.backends.vr.table1_driver import run_table1
     from minimal_attn.experiments.cell_runners import fcam_result
 
     cell, epoch = task["cell"], task.get("crash_after_epoch")
-    results, meta = run_experiment(_config(cell, task["operational"]), out=folder,
-                                   resume=task["resume"], log=log,
-                                   on_epoch=_crash_hook(folder, epoch) if epoch else None)
-    return fcam_result(results, meta, cell.settings["paradigm"]), meta["device"]
+    data = MosaicTable1(_config(cell, task["operational"]))     # run_experiment, data kept
+    results, meta = run_table1(data, folder, resume=task["resume"], log=log,
+                               on_epoch=_crash_hook(folder, epoch) if epoch else None)
+    return (fcam_result(results, meta, cell.settings["paradigm"]), meta["device"],
+            data.checkpoint_reader()[1])
 
 
 def run_task(task):
@@ -134,6 +146,10 @@ def run_task(task):
     os.makedirs(folder, exist_ok=True)
     log_path = os.path.join(folder, "log.txt")
     source = code_source()                  # the code that runs, before it has run
+    if not task["resume"]:                  # afresh: the code that ran before left nothing
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(folder, CODE_HISTORY))
+    history = code_history(folder, source)  # and the code that ran before, if it resumes
     t0 = time.perf_counter()
     with open(log_path, "a") as log_file:
         def log(line):
@@ -148,15 +164,18 @@ def run_task(task):
                 from minimal_attn.experiments.sweep_table2 import run_row
 
                 result, device = run_row(cell, folder, task["operational"], log)
+                data = None
             else:
-                result, device = _run_table1(task, folder, log)
+                result, device, data = _run_table1(task, folder, log)
             record = {"format": 1, "cell": cell.name, "kind": cell.kind, "scale": cell.scale,
                       "title": cell.title, "settings": cell.settings, "result": result,
                       "paper": cell.paper or None,
                       "provenance": provenance(time.perf_counter() - t0, device,
                                                cell.settings.get("protocol"),
                                                task["command"] or ["attn-dyn", "sweep"],
-                                               source=source)}
+                                               source=source, history=history)}
+            if data is not None:              # which data the numbers come from
+                record["provenance"]["data_fingerprint"] = data
             write_cell(out, record)
             outcome.update(ok=True, record=record)
             log(f"-- {cell.name}: done")

@@ -14,7 +14,8 @@ the outcomes of those that ended:
   requeued by submitit itself (:mod:`minimal_attn.experiments._sweep_slurm`). Each cell's
   ``job.json`` names its job, so that a driver started after one that was
   killed waits for the jobs still running instead of submitting their cells
-  again (:meth:`SlurmEngine.reattach`).
+  again (:meth:`SlurmEngine.reattach`); a job that has ended, or that ``sacct`` does
+  not know, is not waited for: its cells (none with a valid record) are submitted again.
 
 Ray and submitit are optional extras, imported only when their engine is
 chosen; without them the engine refuses in one line naming the extra.
@@ -33,6 +34,10 @@ from minimal_attn.experiments.io import write_json
 from minimal_attn.experiments.sweep_cell import run_tasks
 
 ENGINES = ("local", "ray", "slurm")
+#: Seconds a Slurm job may stay unknown to ``sacct`` after its submission before the
+#: driver takes it for dead (a job id of another cluster, or accounting purged); sacct
+#: lists a job as soon as it is queued, so this only covers a slow accounting daemon.
+UNKNOWN_GRACE = 300
 
 
 def _need(module, extra):
@@ -153,15 +158,17 @@ class SlurmEngine:
             params.update({k: v for k, v in (("slurm_partition", partition),
                                              ("slurm_account", account)) if v})
         self.executor.update_parameters(**params)
-        self.local = cluster == "local"
+        self.local, self.cluster = cluster == "local", cluster
+        self.since = {}                      # job id -> when it was submitted (time.time)
         self.poll = 0.2 if self.local else 10.0
         self.parallel = max_running or (2 if self.local else 256)
         self.cells_per_job = cells_per_job
 
     def start(self, tasks):
         job = self.executor.submit(self.job(), tasks)
+        self.since[str(job.job_id)] = time.time()
         for t in tasks:
-            write_json(_job_file(t), {"job_id": str(job.job_id),
+            write_json(_job_file(t), {"job_id": str(job.job_id), "cluster": self.cluster,
                                       "cells": [x["cell"].name for x in tasks]})
         return job, tasks
 
@@ -173,27 +180,61 @@ class SlurmEngine:
             return _OrphanJob(LocalJob(self.executor.folder, job_id))
         return SlurmJob(self.executor.folder, job_id)
 
-    def reattach(self, waiting):
+    def reattach(self, waiting, log=None):
         """``(handles, rest)``: the jobs of ``waiting`` cells that a previous driver submitted
-        and that still run (or left a result), and the tasks still to submit."""
+        and that still run, and the tasks still to submit.
+
+        A ``waiting`` cell has no valid record, so a job of it that has ended (failed,
+        or finished before the record was damaged) is not taken again: its stored outcome
+        would replay an old failure, or report a record that is gone. Neither is a job
+        of another cluster kind (``--cluster local`` resumed on Slurm) or one that sacct
+        does not know; ``log(line)`` hears one line a job dropped."""
+        log = log or (lambda line: None)
         by_name = {t["cell"].name: t for t in waiting}
         handles, taken, seen = [], set(), set()
         for task in waiting:
+            path = _job_file(task)
             try:
-                with open(_job_file(task)) as f:
+                with open(path) as f:
                     info = json.load(f)
-            except (OSError, ValueError):
+                job_id, since = str(info["job_id"]), os.path.getmtime(path)
+            except (OSError, ValueError, KeyError, TypeError):
                 continue
-            if info.get("job_id") in seen:
+            if job_id in seen:
                 continue
-            seen.add(info["job_id"])
-            job = self._job(info["job_id"])
-            if job.done(force_check=True) and not job.paths.result_pickle.exists():
-                continue                                    # it died: submit again
-            tasks = [by_name[n] for n in info["cells"] if n in by_name and n not in taken]
+            seen.add(job_id)
+            tasks = [by_name[n] for n in info.get("cells", []) if n in by_name
+                     and n not in taken]
+            why = self._gone(job_id, info.get("cluster", self.cluster), since)
+            if why:
+                log(f"job {job_id} of an earlier driver {why}: submitting "
+                    f"{', '.join(t['cell'].name for t in tasks) or 'its cells'} again")
+                continue
             taken.update(t["cell"].name for t in tasks)
-            handles.append((job, tasks))
+            handles.append((self._job(job_id), tasks))
         return handles, [t for t in waiting if t["cell"].name not in taken]
+
+    def _gone(self, job_id, cluster, since):
+        """Why the job ``job_id`` (submitted at ``since`` to ``cluster``) is not worth
+        waiting for, in a few words; None while it runs."""
+        if cluster != self.cluster:
+            return f"was submitted with --cluster {cluster}, not {self.cluster}"
+        job = self._job(job_id)
+        if job.done(force_check=True):
+            return "has ended without a valid record of its cells"
+        self.since[job_id] = since
+        return self._unknown(job)
+
+    def _unknown(self, job):
+        """A few words when ``job`` has been unknown to sacct for :data:`UNKNOWN_GRACE`
+        seconds since it was submitted; else None."""
+        if self.local or job.state != "UNKNOWN":
+            return None
+        waited = time.time() - self.since.get(str(job.job_id), time.time())
+        if waited < UNKNOWN_GRACE:
+            return None
+        return (f"is unknown to sacct {waited:.0f} s after its submission (a job of "
+                "another cluster, or its accounting purged): taken as dead")
 
     def finished(self, handles, timeout):
         deadline = time.monotonic() + (timeout or 0)
@@ -208,6 +249,8 @@ class SlurmEngine:
                         text = " ".join(str(exc).split())
                         out.append((handle, _died(tasks, f"{type(exc).__name__}: "
                                                   f"{text[:200]} (job {job.job_id})")))
+                elif why := self._unknown(job):      # else it would be waited for forever
+                    out.append((handle, _died(tasks, f"job {job.job_id} {why}")))
             if out or (timeout is not None and time.monotonic() > deadline):
                 return out
             time.sleep(self.poll)
