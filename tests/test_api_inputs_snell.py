@@ -9,6 +9,7 @@ import os
 import re
 import signal
 from contextlib import contextmanager
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -276,3 +277,21 @@ def test_every_module_the_package_docstring_names_imports():
     for name in names:
         importlib.import_module(name if name.startswith("minimal_attn")
                                 else f"minimal_attn.{name}")
+
+
+def test_synthetic_library_call_resolves_device_auto():
+    """SyntheticConfig(device="auto") from Python: the device it picks, not torch.device("auto")
+    (which raised a raw RuntimeError); cudagraph off CUDA is refused in one line."""
+    pytest.importorskip("torch")
+    import torch
+
+    from minimal_attn.backends.snell.config import SyntheticConfig
+    from minimal_attn.backends.snell.synthetic_experiments import run_synthetic
+
+    small = SyntheticConfig(device="auto", steps=4, eval_every=2, n_test=8, hidden=8,
+                            batch_size=4)
+    if not torch.cuda.is_available():
+        with pytest.raises(InputError, match="needs a CUDA device, got cpu"):
+            run_synthetic("copy", replace(small, compile="cudagraph"), seeds=1)
+    result = run_synthetic("copy", small, seeds=1)
+    assert 0.0 <= result["converged_fraction"] <= 1.0

@@ -190,7 +190,7 @@ class SyntheticConfig:
     eval_every: int = 50              # steps between test evaluations (and checkpoints)
     n_test: int = 200                 # fixed test sequences per run
     uniform: bool = False             # freeze attention to 1/L (beta^uf models)
-    device: Optional[str] = "cpu"     # cpu or cuda
+    device: Optional[str] = "cpu"     # cpu, cuda, cuda:K or auto (None: auto)
     dtype: str = "float32"            # float64 for exactness tests
     vocab: Optional[int] = None       # seq2seq word ids 1..vocab; None: the conditions' largest
     paradigm: str = "sa"              # sa, ha, lv or hybrid per target token (attention_losses)

@@ -167,8 +167,8 @@ def check_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_d
     check_positive("lr", config.lr, param="lr")
     if config.time_limit is not None:
         check_positive("time_limit", config.time_limit, param="time_limit")
-    get_device(config.device, param="device")
-    check_compile(config.compile, config.device)
+    device = str(get_device(config.device, param="device"))         # "auto" names one
+    check_compile(config.compile, device)
     config_paradigm(config, task)
     check_steps(config.steps, f"training {task}", param="steps")
     if task == "multihead":
@@ -229,6 +229,10 @@ def run_synthetic(task, config, seeds=4, first_seed=0, heads=8, pool=24, out_dir
     ``conditions`` {name: {"seeds", fractions}}, and per task extras. A run
     refused midway (it diverged) leaves ``out_dir`` as it found it.
     """
+    from minimal_attn.backends.devices import get_device
+
+    # "auto" (or None) becomes the device it picks: the runs and checkpoints name a real one
+    config = replace(config, device=str(get_device(config.device, param="device")))
     check_synthetic(task, config, seeds, first_seed, heads, pool, out_dir, pool_seed,
                     head_pool)
     with undo_on_refusal(out_dir):
