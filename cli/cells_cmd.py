@@ -7,6 +7,7 @@ records (:func:`minimal_attn.experiments.results_store.write_report`).
 """
 
 import json
+import os
 import sys
 
 import click
@@ -15,6 +16,7 @@ from minimal_attn.cli.options import (
     CONTEXT,
     ProgressBar,
     default,
+    device_option,
     on_interrupt,
     progress_option,
     resume_note,
@@ -68,6 +70,7 @@ def list_cells(card, as_json, results_dir):
     (complete), partial (cut short by a time limit, or begun) or - (not run).
     """
     cards = [card] if card else sorted(costs.CARDS)
+    _note_if_no_store(results_dir)
     records, catalogue = read_cells(results_dir), lib.all_cells()
     rows = []
     for cell in catalogue.values():
@@ -93,6 +96,16 @@ def list_cells(card, as_json, results_dir):
             for c in cards) + f"  {r['status']}")
 
 
+def _note_if_no_store(results_dir):
+    """One line on stderr when ``results_dir`` holds no store (run outside the checkout, the
+    default ./results is missing): otherwise every cell silently reads as not run."""
+    if not os.path.isdir(os.path.join(results_dir, "cells")):
+        shown = results_dir if os.path.isabs(results_dir) or results_dir.startswith(".") \
+            else os.path.join(".", results_dir)
+        click.echo(f"note: no results store at {shown} (no cells/ in it): pass --results DIR "
+                   "(the checkout's results/)", err=True)
+
+
 @cells.command("run")
 @click.argument("names", nargs=-1, required=True)
 @click.option("--data-root", type=click.Path(), default=None,
@@ -102,8 +115,7 @@ def list_cells(card, as_json, results_dir):
               default=RESULTS, show_default=True, help="The results store.")
 @click.option("--work", "work_root", type=click.Path(file_okay=False), default=WORK,
               show_default=True, help="Each cell's run folder (checkpoints; a rerun resumes).")
-@click.option("--device", default=default(lib.run_cell, "device"), show_default=True,
-              help="torch device: auto, cpu, cuda, cuda:K.")
+@device_option(default(lib.run_cell, "device"))
 @click.option("--time-limit", type=float, default=None,
               help="Seconds of training per CNN FCAM, Table 2 or synthetic cell: it ends "
                    "at the next epoch end (the others: evaluation), is evaluated as it "
@@ -195,10 +207,11 @@ def import_cells(source, results_dir):
     """Copy the records a GPU job returned (SOURCE: its cells_results.tar.gz, or a
     folder of records) into the store.
 
-    Every record is checked before any is written; a record already in the store
-    is kept when the incoming one is partial and it is complete, or partial and
-    trained further (more epochs or steps in all). Then run `attn-dyn cells report`
-    to regenerate the tables.
+    Every record is checked before any is written (each must be a record of its
+    catalogue cell, each cell once); a record already in the store is kept when the
+    incoming one is partial and it is complete, or partial and trained further (more
+    epochs or steps in all), or when both are complete and the one here was made later.
+    Then run `attn-dyn cells report` to regenerate the tables.
     """
     from minimal_attn.experiments.results_import import import_records
 
@@ -217,6 +230,7 @@ def import_cells(source, results_dir):
 def report(results_dir, readme, check):
     """Regenerate results/README.md and the README's results block from the records."""
     stale = write_report(results_dir, readme, check=check)
+    _note_if_no_store(results_dir)          # after the checks, so that an error stays alone
     if check:
         if stale:
             click.echo("out of date: " + ", ".join(stale) + " (run attn-dyn cells report)")

@@ -9,6 +9,7 @@ from minimal_attn.cli.options import (
     ProgressBar,
     config,
     default,
+    device_option,
     parse_paradigms,
     threads_option,
 )
@@ -54,8 +55,7 @@ _D = FixedFocusConfig
               help="CIFAR: the folder holding cifar-10-batches-py or cifar-100-python.")
 @click.option("--n-train", type=int, default=default(_D, "n_train"), show_default=True,
               help="CIFAR: number of training mosaics.")
-@click.option("--device", default=default(_D, "device"), show_default=True,
-              help="CIFAR: torch device (cpu, cuda, cuda:K).")
+@device_option(default(_D, "device"), then="CIFAR only (the linear setting runs NumPy).")
 @click.option("--optimizer", type=click.Choice(["sgd", "adam"]), default=default(_D, "optimizer"),
               show_default=True, help="CIFAR: sgd with momentum 0.9 (A.2) or adam (the "
               "authors' code; lr 5e-4 unless --lr).")

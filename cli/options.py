@@ -10,7 +10,8 @@ import time
 import click
 
 from minimal_attn import PARADIGMS
-from minimal_attn.errors import InputError, check_paradigm
+from minimal_attn.errors import InputError, check_paradigms
+from minimal_attn.experiments.progress import StatusLines
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -66,18 +67,24 @@ class ProgressBar:
     ``bar(label, done, total, note)`` as :mod:`minimal_attn.experiments.progress`
     defines it: one click bar on stderr per task label, closed when the task is
     done or a new label comes, the note shown beside it. A bar opens at its first call, so
-    a run refused while loading data prints only its error line; nothing is
-    drawn when ``enabled`` is false or stderr is not a terminal (a log, a pipe).
-    Use it as a context manager so that the last bar is closed.
+    a run refused while loading data prints only its error line. When stderr is not a
+    terminal (a log, a pipe, a batch job) no bar is drawn: a plain status line goes there
+    at most once a minute (:class:`~minimal_attn.experiments.progress.StatusLines`), so a
+    short run prints nothing and a long one shows it is alive. Nothing at all when
+    ``enabled`` is false. Use it as a context manager so that the last bar is closed.
     """
 
     REDRAW_SECONDS = 0.1           # a loop may report every step; the terminal need not redraw
 
     def __init__(self, enabled=True):
-        self.enabled = bool(enabled) and sys.stderr.isatty()
+        terminal = sys.stderr.isatty()
+        self.enabled = bool(enabled) and terminal
+        self.lines = StatusLines() if enabled and not terminal else None
         self.bar, self.label, self.shown, self.note, self.drawn = None, None, 0, None, 0.0
 
     def __call__(self, label, done, total, note=None):
+        if self.lines is not None:
+            return self.lines(label, done, total, note)
         if not self.enabled or (self.bar is None and label == self.label
                                 and done == self.shown):
             return                        # a finished task's last note: its bar is closed
@@ -128,22 +135,31 @@ def default(source, name):
         if isinstance(value, (tuple, list)) else value
 
 
-def progress_option(help="A progress bar on stderr (drawn only on a terminal)."):
+#: What ``--progress`` does off a terminal (:class:`ProgressBar`), in every command's help.
+OFF_TERMINAL = "Not on a terminal (a log): a status line a minute."
+
+
+def progress_option(help="A progress bar on stderr on a terminal."):
     """``--progress/--no-progress``, on by default: whether :class:`ProgressBar` draws."""
-    return click.option("--progress/--no-progress", default=True, show_default=True, help=help)
+    return click.option("--progress/--no-progress", default=True, show_default=True,
+                        help=f"{help} {OFF_TERMINAL}")
+
+
+#: ``--device`` of every torch command, resolved by ``backends.devices.get_device``.
+DEVICE_HELP = "Torch device: auto (cuda if torch sees a GPU, else cpu), cpu, cuda or cuda:K."
+
+
+def device_option(default="auto", then=""):
+    """``--device``: the same names and help in every command (``then``: a sentence after,
+    e.g. to what it applies). ``default`` None (the config's, which is auto) shows as auto."""
+    return click.option("--device", default=default, metavar="NAME",
+                        show_default="auto" if default is None else True,
+                        help=DEVICE_HELP + (f" {then}" if then else ""))
 
 
 def parse_paradigms(text, allowed=PARADIGMS, option="--paradigm"):
     """Parse ``"all"`` or a comma list such as ``"sa,lv"`` into canonical names, once each."""
-    if text is None:
-        return None
-    if str(text).strip().lower() == "all":
-        return list(allowed)
-    out = [check_paradigm(name, allowed) for name in str(text).split(",") if name.strip()]
-    if not out or len(set(out)) != len(out):
-        raise InputError(f"{option} {text!r}: give {', '.join(allowed)} (comma-separated, "
-                         "once each) or all")
-    return out
+    return None if text is None else check_paradigms(str(text), allowed, name=option)
 
 
 def parse_float_list(text, name):

@@ -7,7 +7,7 @@ import click
 
 from minimal_attn import PARADIGMS
 from minimal_attn.backends.snell.config import AgreementConfig
-from minimal_attn.cli.options import progress_option, threads_option
+from minimal_attn.cli.options import device_option, progress_option, threads_option
 from minimal_attn.datasets.seq import DATASETS
 from minimal_attn.errors import PARADIGM_ALIASES, InputError
 
@@ -66,15 +66,14 @@ def data_and_model_options(f):
                      help="translate: greedy-decoding BLEU (sacrebleu) at every evaluation."),
         click.option("--embeddings", default=None, metavar="FILE",
                      help="classify: GloVe-format text vectors (width --emb) for known words."),
-        click.option("--device", default=None,
-                     help="cpu or cuda [cuda when available, else cpu]."),
+        device_option(None),
         threads_option(then=" agreement: shared out among --workers."),
         click.option("--time-limit", type=float, default=None, metavar="SECONDS",
                      help="Stop training at the first evaluation after this many seconds "
                           "(agreement: shared out among the models, all of it to each when "
                           "--workers runs them side by side); the results say where each "
                           "stopped, and the same command without it continues [no limit]."),
-        progress_option("A progress bar per model on stderr (drawn only on a terminal)."),
+        progress_option("A progress bar per model on stderr on a terminal."),
     ]
     for option in reversed(options):
         f = option(f)

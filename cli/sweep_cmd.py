@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from minimal_attn.cli.options import CONTEXT, default, on_interrupt
+from minimal_attn.cli.options import CONTEXT, default, device_option, on_interrupt
 from minimal_attn.errors import InputError
 from minimal_attn.experiments.sweep import run_sweep, stored_grid
 from minimal_attn.experiments.sweep_engines import ENGINES, make_engine
@@ -38,8 +38,7 @@ from minimal_attn.experiments.sweep_grid import expand, parse_tokens, read_grid_
                    "(pip install \".[slurm]\").")
 @click.option("--threads", type=int, default=None,
               help="torch CPU threads of each cell (the grid key threads) [default: torch's].")
-@click.option("--device", default=None,
-              help="torch device of each cell (the grid key device) [default: auto].")
+@device_option(None, then="For every cell (the grid key device).")
 @click.option("--data-dir", type=click.Path(), default=None,
               help="CIFAR folder of every cell (the grid key data_dir); on a cluster it must "
                    "be visible from the workers, like --out.")

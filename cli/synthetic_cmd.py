@@ -22,6 +22,7 @@ from minimal_attn.cli.options import (
     CONTEXT,
     ProgressBar,
     default,
+    device_option,
     echo_line,
     on_interrupt,
     progress_option,
@@ -71,8 +72,7 @@ def _sizes(name):
 @click.option("--out", type=click.Path(file_okay=False), required=True,
               help="Folder for results.json, figures and checkpoints/.")
 @click.option("--resume", is_flag=True, help="Continue from the checkpoints in --out.")
-@click.option("--device", type=click.Choice(["cpu", "cuda"]),
-              default=default(SyntheticConfig, "device"), show_default=True)
+@device_option(default(SyntheticConfig, "device"))
 @click.option("--paradigm", type=click.Choice(PARADIGM_CHOICES),
               default=SyntheticConfig.paradigm, show_default=True,
               help=PARADIGM_HELP.replace(" [sa].", "; one-head seq2seq tasks only."))
@@ -88,7 +88,8 @@ def _sizes(name):
               help="cudagraph (with --device cuda): replay each training step as a CUDA "
                    "graph, checked against an eager step first; if it differs the run goes "
                    "on eagerly and says so. Same numbers, fewer launches.")
-@progress_option("A progress bar per phase (head screening, training) on stderr.")
+@progress_option("A progress bar per phase (head screening, training) on stderr on a "
+                 "terminal.")
 def synthetic(task, seeds, steps, hidden, embed, batch_size, lr, eval_every, n_test, heads,
               pool, first_seed, vocab, paper_size, out, resume, device, paradigm, switch_step,
               time_limit, compile_mode, progress):
@@ -109,7 +110,9 @@ def synthetic(task, seeds, steps, hidden, embed, batch_size, lr, eval_every, n_t
     import torch
 
     from minimal_attn.backends.snell.synthetic_experiments import check_synthetic
+    from minimal_attn.backends.torch_backend import get_device
 
+    device = str(get_device(device, param="device"))   # auto -> cpu or cuda, as everywhere
     if resume and eval_every is None and out is not None:
         eval_every = saved_eval_every(out)         # the cadence the run started with
     config, seeds = sized_config("paper" if paper_size else "cpu", seeds=seeds, steps=steps,

@@ -36,6 +36,7 @@ from minimal_attn.cli.options import (
     CONTEXT,
     ProgressBar,
     default,
+    device_option,
     echo_after,
     on_interrupt,
     parse_lr,
@@ -45,6 +46,7 @@ from minimal_attn.cli.options import (
     threads_option,
     unused_warnings,
 )
+from minimal_attn.cli.train_help import PROTOCOL_HELP
 from minimal_attn.datasets.splits import TEST_IMAGES
 from minimal_attn.errors import InputError
 from minimal_attn.experiments.run_folders import check_run_folder
@@ -91,7 +93,7 @@ def _task_belongs_to_train_seq(ctx, param, value):
 @click.option("--task", hidden=True, expose_value=False, is_eager=True,
               callback=_task_belongs_to_train_seq)
 @click.option("--m", "m", type=int, default=D.m, show_default=True,
-              help="Segments per mosaic (>= 2).")
+              help="Mosaics: segments per mosaic (>= 2).")
 @click.option("--paradigm", default=default(ExperimentConfig, "paradigms"), show_default=True,
               help="sa, ha, lv, hybrid (comma-separated) or all; aliases soft, hard, lvml.")
 @click.option("--epochs", type=int, default=D.epochs, show_default=True,
@@ -100,31 +102,25 @@ def _task_belongs_to_train_seq(ctx, param, value):
               help="Number of training seeds (F..F+S-1, F = --first-seed): initialisation "
                    "and batch order.")
 @click.option("--first-seed", type=int, default=D.first_seed, show_default=True,
-              help="The first training seed: split the seeds of one experiment over runs "
-                   "(e.g. --seeds 3 --first-seed 3 trains seeds 3, 4, 5).")
+              help="Mosaics: the first training seed: split the seeds of one experiment over "
+                   "runs (e.g. --seeds 3 --first-seed 3 trains seeds 3, 4, 5).")
 @click.option("--n-train", type=int, default=D.n_train, show_default=True,
-              help="Training mosaics, built from training images (reused; CIFAR: at most "
+              help="Mosaics: training mosaics, built from training images (reused; CIFAR: at most "
                    "the number of training images).")
 @click.option("--n-test", type=int, default=D.n_test, show_default=True,
-              help="Test mosaics, from test images (CIFAR: at most the test images; see "
+              help="Mosaics: test mosaics, from test images (CIFAR: at most the test images; see "
                    "--test-images).")
 @click.option("--protocol", type=click.Choice(sorted(PROTOCOLS)), default=None,
-              help="paper: Appendix A.2 as written (SGD at the paper's lrs, paper "
-                   "classifier, zero start, n=10k CIFAR-10 / 50k CIFAR-100, 12 seeds, 150 "
-                   "epochs, batch 256, 5,000 test mosaics). authors: the authors' released "
-                   "code (Adam 5e-4, LeNet classifier, mirrored start, batch 100, at most "
-                   "200 epochs, stop at loss 0.05, 12 seeds, 10,000 train and test "
-                   "mosaics). released: authors, with the data as their notebooks make it "
-                   "(--pixels half, --test-images train). Options given explicitly win.")
+              help=PROTOCOL_HELP)
 @click.option("--optimizer", type=click.Choice(["sgd", "adam"]), default=D.optimizer,
-              show_default=True, help="torch: sgd with --momentum (the paper's A.2) or adam "
+              show_default=True, help="CNN: sgd with --momentum (the paper's A.2) or adam "
               "(the authors' code; default lr 5e-4 for every paradigm).")
 @click.option("--focus-init", type=click.Choice(["zero", "mirror"]), default=D.focus_init,
-              show_default=True, help="torch: uniform start of the focus: output layer at "
+              show_default=True, help="CNN: uniform start of the focus: output layer at "
               "zero, or mirror (the authors': the last hidden layer's halves cancel, every "
               "weight non-zero, every layer learns from the first step).")
 @click.option("--classifier", type=click.Choice(["paper", "lenet"]), default=D.classifier,
-              show_default=True, help="torch: paper (A.2's 3 conv + fc layers) or lenet "
+              show_default=True, help="CNN: paper (A.2's 3 conv + fc layers) or lenet "
               "(the authors' released 2-conv LeNet).")
 @click.option("--pixels", type=click.Choice(PIXELS), default=D.pixels,
               show_default=True, help="CIFAR: inputs standardised by the CIFAR-10 mean and std "
@@ -136,7 +132,7 @@ def _task_belongs_to_train_seq(ctx, param, value):
               "mosaics of seen images: at 10,000 mosaics each about half the test "
               "foregrounds were in training mosaics).")
 @click.option("--stop-loss", type=float, default=D.stop_loss,
-              help="Stop a run after the first epoch whose mean training loss is <= this "
+              help="Mosaics: stop a run after the first epoch whose mean training loss is <= this "
                    "(the authors' rule: 0.05); the epoch is recorded. A hybrid stops in "
                    "its HA phase only (SA meeting it: an auto switch) [default: none].")
 @click.option("--out", type=click.Path(file_okay=False), default=None,
@@ -144,8 +140,7 @@ def _task_belongs_to_train_seq(ctx, param, value):
                    "heat maps, per-instance scores and checkpoints/.")
 @click.option("--resume", is_flag=True,
               help="Continue from the checkpoints in --out (runs without one start fresh).")
-@click.option("--device", default=D.device, show_default=True,
-              help="torch device: auto (cuda if available, else cpu), cpu, cuda, cuda:K.")
+@device_option(D.device)
 @threads_option()
 @click.option("--lr", default=None,
               help="Learning rate: one number for every paradigm, or per paradigm, e.g. "
@@ -161,7 +156,7 @@ def _task_belongs_to_train_seq(ctx, param, value):
                    f"{default(TextTrainConfig, 'batch_size')}, not in the paper; smaller "
                    "batches make LV at lr 0.3 diverge].")
 @click.option("--momentum", type=float, default=D.momentum, show_default=True,
-              help="SGD momentum of the CNN (the numpy backend uses plain GD).")
+              help="CNN: SGD momentum (the numpy backend uses plain GD).")
 @click.option("--switch-epoch", default=None,
               help="Hybrid: number N of SA epochs before HA (HA from the history's epoch "
                    "N+1; 0: HA throughout), or auto: when SA's mean a_z "
@@ -171,9 +166,9 @@ def _task_belongs_to_train_seq(ctx, param, value):
               help="Focus/prediction threshold tau of SAIF (a_z > tau and s_y > tau; "
                    "hatexplain: a_z*, the attention on the rationale).")
 @click.option("--chunk", type=int, default=None,
-              help="torch: images per network call [default: all on a GPU, 100 on a CPU].")
+              help="CNN: images per network call [default: all on a GPU, 100 on a CPU].")
 @click.option("--width", type=float, default=D.width, show_default=True,
-              help="torch: width multiplier of the convolutions and the wide fc layers "
+              help="CNN: width multiplier of the convolutions and the wide fc layers "
                    "(narrow layers keep the paper's width).")
 @click.option("--n-classes", type=int, default=D.n_classes, show_default=True,
               help="synthetic / linear-orthogonal: number of classes C.")
@@ -181,39 +176,39 @@ def _task_belongs_to_train_seq(ctx, param, value):
               help="CIFAR: comma-separated foreground class names [default: airplane, "
                    "automobile, bird for cifar10; 50 animal classes for cifar100].")
 @click.option("--data-seed", type=int, default=D.data_seed, show_default=True,
-              help="Seed of the mosaics (the same for every training seed).")
+              help="Mosaics: seed of the mosaics (the same for every training seed).")
 @click.option("--batch-seeds", is_flag=True,
-              help="torch: train all seeds of a paradigm as one stacked model (same "
+              help="CNN: train all seeds of a paradigm as one stacked model (same "
                    "results and checkpoints as separate runs; faster on a GPU).")
 @click.option("--eval-every", type=int, default=D.eval_every, show_default=True,
-              help="Score the test set every k epochs (and at a run's last epoch); the "
+              help="Mosaics: score the test set every k epochs (and at a run's last epoch); the "
                    "epoch lines in between show no test numbers. Training is unchanged.")
 @click.option("--checkpoint-every", type=int, default=D.checkpoint_every, show_default=True,
-              help="With --out: checkpoint every k epochs (and at a run's last epoch).")
+              help="Mosaics: with --out, checkpoint every k epochs (and at a run's last epoch).")
 @click.option("--compile", type=click.Choice(COMPILE_MODES), default=D.compile,
               show_default=True,
-              help="With --batch-seeds: run each step eagerly (none), through torch.compile, "
+              help="CNN, with --batch-seeds: run each step eagerly (none), through torch.compile, "
                    "or captured whole in a CUDA graph (cudagraph, CUDA only). Results agree "
                    "with none to float rounding.")
 @click.option("--conv-mode", type=click.Choice(CONV_MODES), default=D.conv_mode,
-              help="With --batch-seeds: how the seeds' convolutions run: each seed's own "
+              help="CNN, with --batch-seeds: how the seeds' convolutions run: each seed's own "
                    "(loop), one grouped convolution per layer (grouped: channels-last; "
                    "grouped_nchw), or one batched matrix product of image patches (unfold). "
                    "Results agree to float rounding [default: grouped_nchw on CUDA, loop "
                    "on the CPU].")
 @click.option("--precision", type=click.Choice(PRECISIONS), default=D.precision,
               show_default=True,
-              help="With --batch-seeds: the arithmetic. bf16: the networks under bfloat16 "
+              help="CNN, with --batch-seeds: the arithmetic. bf16: the networks under bfloat16 "
                    "autocast (softmaxes, losses and optimizer in float32; CPU or CUDA), "
                    "whose accuracy and SAIF agree with fp32 within seed noise "
                    "(tests/test_batched_precision.py), not to rounding; tf32: CUDA "
                    "matmuls in TF32 (needs a CUDA device).")
 @click.option("--time-limit", type=float, default=D.time_limit,
-              help="Seconds per run (a seed; all seeds with --batch-seeds): end it at the "
+              help="Mosaics: seconds per run (a seed; all seeds with --batch-seeds): end it at the "
                    "next epoch boundary, evaluate it as it stands and record time_limited "
                    "in config.json [default: none].")
-@progress_option("A progress bar per epoch (stderr, on a terminal); one line per epoch is "
-                 "printed either way.")
+@progress_option("A progress bar per epoch on stderr on a terminal; one line per epoch "
+                 "is printed either way.")
 @click.pass_context
 def train(ctx, dataset, paradigm, lr, switch_epoch, foreground, protocol, out, resume, progress,
           **options):
@@ -234,8 +229,9 @@ def train(ctx, dataset, paradigm, lr, switch_epoch, foreground, protocol, out, r
     HateXplain-1/-2 with --embedding standard|self-attention): the annotators'
     rationale is the true foreground, a_z* the attention summed over it; posts
     without one count for accuracy only. It takes the options shared by every
-    data set, --embedding and --min-count; a mosaic option (--m, --protocol,
-    ...) is refused. Snell et al.'s LSTM models are `attn-dyn train-seq`.
+    data set, --embedding and --min-count; a mosaic option (its help begins
+    Mosaics:, CNN:, CIFAR: or synthetic / linear-orthogonal:) is refused. Snell et
+    al.'s LSTM models are `attn-dyn train-seq`.
 
     \b
     Examples:
@@ -308,7 +304,9 @@ train_text = click.Command(
     params=[_hatexplain_default(p) for p in train.params],
     short_help="alias of train --dataset hatexplain (Table 1's HateXplain rows)",
     help="The HateXplain text FCAMs of Table 1: `attn-dyn train` with --dataset hatexplain "
-         "as the default (the same options and code path; see attn-dyn train --help).\n\n"
+         "as the default (the same options and code path; see attn-dyn train --help). The "
+         "options whose help begins Mosaics:, CNN:, CIFAR: or synthetic / linear-orthogonal: "
+         "are for --dataset synthetic, linear-orthogonal, cifar10 or cifar100 only.\n\n"
          "\b\nExample:\n  attn-dyn train-text --data-dir ../shared/data/hatexplain "
          "--embedding standard\n      --paradigm all --epochs 10 --seeds 3 --out "
          "runs/hatexplain1")

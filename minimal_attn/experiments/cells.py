@@ -287,8 +287,13 @@ def data_dir(cell, data_root):
     an :class:`InputError` naming the folder when it is not there."""
     if not cell.data:
         return None
-    folder = os.path.join(data_root, cell.data) if data_root else None
-    if folder is None or not os.path.isdir(folder):
+    if not data_root:
+        folders = ", ".join(f"{d}/" for d in sorted({c.data for c in all_cells().values()
+                                                      if c.data}))
+        raise InputError(f"cell {cell.name} reads the data folder {cell.data}/: pass "
+                         f"data_root DIR (the folder holding {folders})", param="data_root")
+    folder = os.path.join(data_root, cell.data)
+    if not os.path.isdir(folder):
         raise InputError(f"cell {cell.name} needs the folder {cell.data} under the data root "
                          f"({data_root}); see `attn-dyn cells list`", param="data_root")
     return folder

@@ -33,7 +33,7 @@ PAPER_ROWS = {
 }
 SUMMARY_HEADER = ["paradigm", "train accuracy (%)", "train SAIF (%)", "test accuracy (%)",
                   "test SAIF (%)", "paper accuracy (%)", "paper SAIF (%)", "seconds / seed",
-                  "seeds averaged"]
+                  "ids of seeds averaged"]
 POST_COUNTS = ("n", "n_posts", "n_without_rationale")
 
 

@@ -11,8 +11,9 @@ Every long library call (``run_experiment``, ``run_hatexplain``, ``run_ode``,
 (absolute counts, so a resumed run starts where it stands); ``note`` is a short
 text to show beside the bar ("loss 0.4123"), or None. A new label starts a new
 task. The library never draws: ``minimal_attn.cli.options.ProgressBar`` turns
-these calls into click bars, and any callable of this shape works from Python
-(a logger, a test that stops a run at a given step).
+these calls into click bars on a terminal, and elsewhere (a log file, a batch job)
+into :class:`StatusLines`, a plain line at most once a minute; any callable of this
+shape works from Python (a logger, a test that stops a run at a given step).
 
 Two other hooks stay apart on purpose, because they are not progress:
 
@@ -27,6 +28,8 @@ Two other hooks stay apart on purpose, because they are not progress:
   ``progress`` calls.
 """
 
+import sys
+import time
 from typing import Optional, Protocol
 
 
@@ -51,3 +54,35 @@ def counter(progress, label, total, done=0):
         state[0] += n
         progress(label, state[0], total, note)
     return tick
+
+
+class StatusLines:
+    """A progress callback for a log: one plain line to ``stream`` at most every ``every``
+    seconds, ``label: done/total (note), h:mm:ss elapsed`` (the task's last note).
+
+    Where no bar can be drawn (stderr a file, a pipe, a CI or Slurm log) a long loop would
+    otherwise print nothing for minutes. A line is written at a call that comes ``every``
+    seconds or more after the last line (or after the start), so a run shorter than that
+    prints nothing. ``stream`` None: ``sys.stderr`` as it is at each line (stdout stays the
+    results'); ``clock``: seconds, :func:`time.monotonic` unless a test gives its own.
+    """
+
+    def __init__(self, stream=None, every=60.0, clock=None):
+        self.stream, self.every, self.clock = stream, float(every), clock or time.monotonic
+        self.start = self.last = self.clock()
+        self.label = self.note = None
+
+    def __call__(self, label, done, total, note=None):
+        if label != self.label:
+            self.label, self.note = label, None
+        self.note = self.note if note is None else note      # a task's last note is kept
+        now = self.clock()
+        if now - self.last < self.every:
+            return
+        self.last = now
+        seconds = int(now - self.start)
+        elapsed = f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+        stream = self.stream or sys.stderr
+        stream.write(f"{label}: {done}/{total}" + (f" ({self.note})" if self.note else "")
+                     + f", {elapsed} elapsed\n")
+        stream.flush()

@@ -9,7 +9,8 @@ record in ``results/cells/<name>.json`` in the repository:
   ``tiny``: a smoke cell for tests), ``title`` and ``settings``;
 * ``result``: per-seed metrics with their mean and sample standard deviation;
 * ``paper``: the paper's numbers for the same cell, where it has them;
-* ``provenance``: commit (and whether the tree had uncommitted changes), date,
+* ``provenance``: commit (and whether the tree had uncommitted changes; both None
+  for code that does not run from a checkout's tracked files, :func:`code_source`), date,
   device and card, Python, NumPy, torch and CUDA versions, CPU count, torch's
   thread count (records from commit f273412 on), wall time and the command line; a cell
   resumed by other code names every commit that ran it (``code_history``, records from
@@ -62,7 +63,15 @@ def _git(*args, cwd=None):
 
 def code_source(repo=None):
     """``(commit, dirty)`` of the code as it is now: call it when a cell starts, so that a
-    commit made while the cell runs is not taken for the code that ran."""
+    commit made while the cell runs is not taken for the code that ran.
+
+    ``repo``: the folder of the code (default: this package's). A commit is recorded only
+    when that folder holds tracked files of the git repository around it, i.e. the code
+    runs from a checkout (an editable install). A copy made by ``pip install .`` into a
+    venv inside a checkout is not that repository's code: its commit and dirty flag
+    would describe the checkout, not what ran, so it gets ``(None, None)``, as does a
+    folder outside any repository; ``ATTN_DYN_COMMIT`` (below) overrides both.
+    """
     repo = repo or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     if os.environ.get("ATTN_DYN_COMMIT"):
         # a copy of the working tree (a GPU machine), whose .git, if any, need not be
@@ -70,6 +79,8 @@ def code_source(repo=None):
         # (benchmarks/gpu_cells.sh --prepare, which also checks the files still match)
         return (os.environ["ATTN_DYN_COMMIT"],
                 {"0": False, "1": True}.get(os.environ.get("ATTN_DYN_DIRTY", "")))
+    if not _git("ls-files", "--", ".", cwd=repo):   # untracked, ignored, or no repository
+        return None, None
     dirty = _git("status", "--porcelain", "--untracked-files=no", cwd=repo)
     return _git("rev-parse", "HEAD", cwd=repo), None if dirty is None else bool(dirty)
 
