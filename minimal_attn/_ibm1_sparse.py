@@ -30,11 +30,21 @@ def _flatten(seqs, n_vocab, side):
     lengths = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
     if not lengths.sum():
         return np.zeros(0, dtype=np.int64), lengths
-    flat = np.concatenate(seqs) if isinstance(seqs[0], np.ndarray) else \
-        np.asarray(list(itertools.chain.from_iterable(seqs)))          # lists of ints
-    # an empty float sentence (np.array([])) among integer ones makes the whole float
-    if flat.dtype.kind not in "iu" and any(np.asarray(s).dtype.kind not in "iu"
-                                           for s in seqs if len(s)):
+    if isinstance(seqs[0], np.ndarray):
+        flat = np.concatenate(seqs)
+        # an empty float sentence (np.array([])) among integer ones makes the whole float
+        whole = flat.dtype.kind in "iu" or all(np.asarray(s).dtype.kind in "iu"
+                                               for s in seqs if len(s))
+    else:                       # lists of ints, read at C speed; a float id shows a fraction
+        try:
+            flat = np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.float64,
+                               count=int(lengths.sum()))
+        except (TypeError, ValueError):
+            flat = np.zeros(1)
+            whole = False
+        else:
+            whole = bool(np.all(flat == np.floor(flat)))
+    if not whole:
         raise InputError(f"{side} ids must be integers, got dtype {flat.dtype}; encode the "
                          "words as integer ids (datasets.text.Vocab)")
     return check_ids(flat.astype(np.int64, copy=False), n_vocab, side), lengths

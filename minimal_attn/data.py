@@ -21,12 +21,18 @@ to another namespace with ``xp.asarray`` (``dynamics.simulate(xp=...)`` does).
 """
 
 import math
-import numbers
 from typing import NamedTuple, Optional
 
 import numpy as np
 
-from minimal_attn.errors import InputError, check_alpha, check_int_at_least, check_labels
+from minimal_attn.errors import (
+    InputError,
+    check_alpha,
+    check_int_at_least,
+    check_labels,
+    real,
+    shown,
+)
 
 
 class Mosaics(NamedTuple):
@@ -64,8 +70,12 @@ def orthogonal_basis(n_classes, d, seed=0):
     """Orthonormal foreground vectors S (C, d) and a basis B (d, d - C) of their complement."""
     check_int_at_least("C (classes)", n_classes, 1)
     check_int_at_least("d - C (background dimensions)", d - n_classes, 1)
-    check_int_at_least("seed", seed, 0)       # NumPy refuses negative seeds, less clearly
-    Q, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((d, d)))
+    try:                                  # an int >= 0, None, a list of them, a SeedSequence
+        rng = np.random.default_rng(seed)
+    except (TypeError, ValueError):
+        raise InputError(f"seed must be what numpy.random.default_rng takes (an integer >= 0, "
+                         f"None, a SeedSequence), got {shown(seed)}", param="seed") from None
+    Q, _ = np.linalg.qr(rng.standard_normal((d, d)))
     return Q[:, :n_classes].T.copy(), Q[:, n_classes:].copy()
 
 
@@ -90,8 +100,9 @@ def _check(m, n_classes, d):
 
 def _check_scale(name, value):
     """Require a finite number >= 0 (a spread or a distance); NaN would fill X with NaN."""
-    if not (isinstance(value, numbers.Real) and math.isfinite(value) and value >= 0):
-        raise InputError(f"{name} must be a finite number >= 0, got {value!r}")
+    v = real(value)
+    if v is None or not (math.isfinite(v) and v >= 0):
+        raise InputError(f"{name} must be a finite number >= 0, got {shown(value)}")
     return value
 
 
@@ -100,6 +111,7 @@ def linear_orthogonal(n, m, n_classes, d=None, sigma=1.0, seed=0):
     d = _check(m, n_classes, d)
     check_int_at_least("n", n, 1)
     _check_scale("sigma", sigma)
+    seed = check_int_at_least("seed", seed, 0)       # one stream per use: [seed, k]
     S, B = orthogonal_basis(n_classes, d, seed)
     rng = np.random.default_rng([seed, 1])
     y = rng.integers(n_classes, size=n)
@@ -119,6 +131,7 @@ def exact_population(m, n_classes, d=None, n_base=1, sigma=1.0, seed=0):
     d = _check(m, n_classes, d)
     check_int_at_least("n_base", n_base, 1)
     _check_scale("sigma", sigma)
+    seed = check_int_at_least("seed", seed, 0)       # one stream per use: [seed, k]
     S, B = orthogonal_basis(n_classes, d, seed)
     rng = np.random.default_rng([seed, 2])
     base = sigma * rng.standard_normal((n_base, m - 1, d - n_classes)) @ B.T

@@ -8,6 +8,7 @@ status 2, without a traceback.
 import math
 import numbers
 import os
+import reprlib
 
 import numpy as np
 
@@ -40,14 +41,25 @@ def check_paradigm(name, allowed=PARADIGMS):
     return key
 
 
-def _real(value):
-    """``value`` as a Python number if it is one (NumPy scalars and 0-d arrays included;
-    booleans are not numbers here), else None."""
-    if isinstance(value, np.ndarray) and value.ndim == 0:
-        value = value[()]
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+def real(value):
+    """``value`` as a real number if it is one, else None: Python and NumPy scalars, 0-d
+    NumPy arrays and torch tensors, ``Decimal`` and ``Fraction``; booleans are not numbers
+    here (``alpha=True`` is a slip, not 1)."""
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        value = value.item()                           # a 0-d array or tensor
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Number) \
+            or isinstance(value, numbers.Complex) and not isinstance(value, numbers.Real):
         return None
     return value
+
+
+def shown(value):
+    """``value`` for a one-line message: an array as its shape, anything else as a short
+    repr (NumPy's repr of an array, or of a SeedSequence, spans lines)."""
+    shape = getattr(value, "shape", None)
+    if shape is not None and len(shape):
+        return f"an array of shape {tuple(shape)}"
+    return " ".join(reprlib.repr(value).split())
 
 
 def as_list(values):
@@ -64,16 +76,14 @@ def as_list(values):
 def check_paradigms(paradigms, allowed=PARADIGMS, name="paradigms", param=None):
     """Canonical names of ``allowed``, once each, in the order given.
 
-    ``paradigms`` is a list of names, a comma list (``"sa,lv"``), one name or ``"all"``;
+    ``paradigms`` is a list (any iterable) of names, a comma list (``"sa,lv"``), one name or
+    ``"all"``;
     case and aliases (``"SA"``, ``"soft"``) read as the canonical name, the key results are
     stored under, so a raw name cannot go missing after every run has trained. ``name``
     is what the messages call the argument (the CLI: ``--paradigm``).
     """
     if isinstance(paradigms, str) and paradigms.strip().lower() == "all":
         return list(allowed)
-    if not isinstance(paradigms, (str, list, tuple)):
-        raise InputError(f"{name} must be a list of paradigm names (e.g. ['sa', 'lv']) or a "
-                         f"comma list 'sa,lv', got {paradigms!r}", param=param)
     try:
         out = [check_paradigm(p, allowed) for p in as_list(paradigms)]
     except InputError as err:
@@ -83,16 +93,16 @@ def check_paradigms(paradigms, allowed=PARADIGMS, name="paradigms", param=None):
                          "(comma-separated, once each) or all", param=param)
     twice = sorted({p for p in out if out.count(p) > 1})
     if twice:
-        raise InputError(f"{name} names {', '.join(twice)} twice ({paradigms!r}): give the "
+        raise InputError(f"{name} names {', '.join(twice)} twice ({shown(paradigms)}): give the "
                          "paradigms once each", param=param)
     return out
 
 
 def check_int_at_least(name, value, low, param=None):
     """Require an integer ``value >= low`` (e.g. m >= 2 segments, C >= 2 classes)."""
-    v = _real(value)
+    v = real(value)
     if v is None or not math.isfinite(v) or int(v) != v or v < low:
-        raise InputError(f"{name} must be an integer >= {low}, got {value!r}", param=param)
+        raise InputError(f"{name} must be an integer >= {low}, got {shown(value)}", param=param)
     return int(v)
 
 
@@ -112,9 +122,9 @@ def check_seeds(name, first, count=1, param=None):
 
 def check_alpha(alpha, name="alpha", param=None):
     """Require a foreground focus score, a number in [0, 1] (NumPy scalars included)."""
-    v = _real(alpha)
+    v = real(alpha)
     if v is None:
-        raise InputError(f"{name} must be a number in [0, 1], got {alpha!r}", param=param)
+        raise InputError(f"{name} must be a number in [0, 1], got {shown(alpha)}", param=param)
     if not 0.0 <= v <= 1.0:
         raise InputError(f"{name} must lie in [0, 1], got {float(v):g}", param=param)
     return float(v)
@@ -122,9 +132,10 @@ def check_alpha(alpha, name="alpha", param=None):
 
 def check_positive(name, value, param=None):
     """Require a finite number > 0 (a time horizon, a learning rate)."""
-    v = _real(value)
+    v = real(value)
     if v is None or not (math.isfinite(v) and v > 0):
-        raise InputError(f"{name} must be a finite number > 0, got {value!r}", param=param)
+        raise InputError(f"{name} must be a finite number > 0, got {shown(value)}",
+                         param=param)
     return value
 
 
@@ -145,8 +156,8 @@ def check_labels(y, n_classes, n=None, name="y", param=None):
     integral = np.issubdtype(dtype, np.integer) if isinstance(dtype, np.dtype) else \
         str(dtype).rsplit(".", 1)[-1].startswith(("int", "uint"))
     if not integral:
-        raise InputError(f"{name} must hold integer class labels, got dtype {dtype}",
-                         param=param)
+        raise InputError(f"{name} must hold integer class labels, got dtype {dtype}; cast "
+                         "whole-number labels to int64 (y.astype(int))", param=param)
     if isinstance(y, (np.ndarray, list, tuple)):
         flat = np.asarray(y)
         if flat.size and (flat.min() < 0 or flat.max() >= n_classes):

@@ -88,14 +88,31 @@ def nu_of(alpha, m):
         return np.log(alpha * (m - 1)) - np.log1p(-alpha)
 
 
+def _alpha_values(alpha):
+    """``alpha`` as a float in [0, 1], or as a float array of them (a grid of focus values,
+    or alpha(t) along a Theorem 2 trajectory), for the closed forms that broadcast."""
+    if np.ndim(alpha) == 0:
+        return check_alpha(alpha)
+    try:
+        a = np.asarray(alpha, dtype=float)
+    except (TypeError, ValueError):
+        raise InputError("alpha must be numbers in [0, 1]: give a number or an array of "
+                         "them") from None
+    bad = a[~((a >= 0) & (a <= 1))]
+    if bad.size:
+        raise InputError(f"alpha must lie in [0, 1] everywhere, got {bad.flat[0]:g}")
+    return a
+
+
 def population_loss(paradigm, mu, alpha, n_classes):
     """Population loss of Section 4 at classifier strength ``mu`` and focus ``alpha``: the
     first lines of V&R App. A.6 (SA), A.7 (HA) and A.8 (LV) on the invariant set.
 
-    ``alpha``: one number in [0, 1]; ``mu``: a number or an array (any real values).
+    ``alpha``: in [0, 1], a number or an array; ``mu``: a number or an array (any real
+    values); they broadcast.
     """
     paradigm = check_paradigm(paradigm, LOSS_PARADIGMS)
-    alpha = check_alpha(alpha)
+    alpha = _alpha_values(alpha)
     C = check_int_at_least("C (classes)", n_classes, 2)
     mu = np.asarray(mu, dtype=float)
     if paradigm == "sa":
@@ -251,7 +268,7 @@ def theorem1_time(paradigm, mu, alpha, n_classes):
                  \big(e^\mu - 1 + 2(C-1)\mu + (C-1)^2(1 - e^{-\mu})\big).
     """
     paradigm = check_paradigm(paradigm, LOSS_PARADIGMS)
-    alpha = check_alpha(alpha)
+    alpha = _alpha_values(alpha)               # a number, or an array that broadcasts
     C = check_int_at_least("C (classes)", n_classes, 2)
     mu = np.asarray(mu, dtype=float)
     if paradigm == "sa":
@@ -259,10 +276,11 @@ def theorem1_time(paradigm, mu, alpha, n_classes):
     if paradigm == "ha":
         return (np.expm1(mu) + (C - 1) * mu) / alpha
     base = np.expm1(mu) + (C - 1) * mu
-    if alpha == 1:                     # the second term is 0, even where e^mu overflows
-        return base
-    return base + (1 - alpha) / (C * alpha) * (np.expm1(mu) + 2 * (C - 1) * mu
-                                               - (C - 1) ** 2 * np.expm1(-mu))
+    coef = (1 - alpha) / (C * alpha)
+    with np.errstate(invalid="ignore"):    # 0 * inf where e^mu overflows: the term is 0
+        extra = np.where(coef == 0, 0.0, coef * (np.expm1(mu) + 2 * (C - 1) * mu
+                                                 - (C - 1) ** 2 * np.expm1(-mu)))
+    return (base + extra)[()]
 
 
 def theorem1_mu(paradigm, t, alpha, n_classes, iterations=2200):

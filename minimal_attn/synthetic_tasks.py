@@ -27,18 +27,20 @@ from minimal_attn.ibm1 import beta_ibm, count_table, trans_from_counts
 LENGTH = 40
 N_CONTROL_VOCAB = 60
 KEYWORD = 1
-#: keyword_classification refuses settings where a draw lands in its rarer class (the
-#: keyword exactly once, or not at all) less often than this: rejection would run for ages
-MIN_ACCEPT = 1e-3
+#: keyword_classification refuses settings whose rejection sampler would draw more words
+#: than this on average (about a minute of NumPy): a class too rare to fill (the keyword
+#: exactly once, or not at all) would keep it drawing for ages
+MAX_DRAWS = 4e8
 
 
-def _check_draw(rng, n):
+def _check_draw(rng, n, least=0):
     """``n`` as an int, refusing what no generator can draw from: ``rng`` must be a NumPy
-    Generator (seeded streams are reproducible only through one), ``n`` an integer >= 1."""
+    Generator (seeded streams are reproducible only through one), ``n`` an integer >=
+    ``least`` (0: an empty batch)."""
     if not isinstance(rng, np.random.Generator):
         raise InputError(f"rng must be a numpy.random.Generator, e.g. "
                          f"np.random.default_rng(seed), got {type(rng).__name__}", param="rng")
-    return check_int_at_least("n", n, 1, param="n")
+    return check_int_at_least("n", n, least, param="n")
 
 
 def _perm_rows(rng, n, n_types):
@@ -128,14 +130,15 @@ def keyword_classification(rng, n, length=LENGTH, n_vocab=LENGTH, keyword=KEYWOR
 def _check_keyword_task(rng, n, length, n_vocab, keyword):
     """``(n, length, n_vocab)`` as ints, refusing settings the rejection sampler cannot
     finish: a keyword outside 1..n_vocab or a one-word vocabulary (never or always the
-    keyword), or a length where a draw holds the keyword exactly once, or not at all, with
-    probability below MIN_ACCEPT.
+    keyword), or a length where a draw holds the keyword exactly once, or not at all, so
+    rarely that filling the n // 2 positives and the other negatives would draw more than
+    MAX_DRAWS words on average.
 
     The sampler stays as it is (not a direct draw of the keyword's position, which gives
     the same distribution but other numbers): the seeded streams of batch_stream, and the
     results recorded from them, depend on its draws.
     """
-    n = _check_draw(rng, n)
+    n = _check_draw(rng, n, least=1)
     length = check_int_at_least("length", length, 1, param="length")
     n_vocab = check_int_at_least("n_vocab", n_vocab, 2, param="n_vocab")
     if not (isinstance(keyword, numbers.Integral) and 1 <= keyword <= n_vocab):
@@ -143,11 +146,15 @@ def _check_keyword_task(rng, n, length, n_vocab, keyword):
                          f"got {keyword!r}", param="keyword")
     log_miss = length * math.log1p(-1.0 / n_vocab)               # log P(no keyword)
     log_once = math.log(length / (n_vocab - 1)) + log_miss        # log P(exactly once)
-    if min(log_miss, log_once) < math.log(MIN_ACCEPT):
+    # rows drawn until each class is full, about want / P(class), each of `length` words
+    log_draws = math.log(length) + max(math.log(max(n // 2, 1)) - log_once,
+                                       math.log(n - n // 2) - log_miss)
+    if log_draws > math.log(MAX_DRAWS):
         raise InputError(f"with length {length} and n_vocab {n_vocab} a sequence holds the "
                          f"keyword exactly once with probability {math.exp(log_once):.2g} "
-                         f"and never with {math.exp(log_miss):.2g}, too rare to sample: "
-                         "keep n_vocab near length (about one keyword per sequence)",
+                         f"and never with {math.exp(log_miss):.2g}: sampling {n} of them "
+                         f"would draw about {math.exp(log_draws):.2g} words; keep n_vocab "
+                         "near length (about one keyword per sequence)",
                          param=("length", "n_vocab"))
     return n, length, n_vocab
 

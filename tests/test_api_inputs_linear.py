@@ -255,3 +255,42 @@ def test_curves_refuse_no_alphas_and_repeated_alphas(population):
     D, model = population
     refused("alphas is empty", ff.fixed_focus_curves, model, D.z, 3, [], epochs=1)
     refused("repeated value", ff.fixed_focus_curves, model, D.z, 3, [0.5, 0.5], epochs=1)
+
+
+def test_population_loss_and_time_broadcast_over_an_array_of_alphas():
+    """Along a Theorem 2 trajectory alpha(t) is an array; each entry is the scalar call."""
+    tr = ode.solve("lv", 5, 3, 10, n_points=11)
+    for p in ("sa", "ha", "lv"):
+        together = ode.population_loss(p, tr["mu"], tr["alpha"], 3)
+        one_by_one = [ode.population_loss(p, mu, a, 3) for mu, a in zip(tr["mu"], tr["alpha"])]
+        np.testing.assert_allclose(together, one_by_one, rtol=1e-15)
+        grid = np.array([0.2, 0.5, 1.0])
+        np.testing.assert_allclose(ode.theorem1_time(p, 2.0, grid, 3),
+                                   [ode.theorem1_time(p, 2.0, a, 3) for a in grid], rtol=1e-15)
+    with pytest.raises(InputError) as err:
+        ode.population_loss("lv", 1.0, np.linspace(-0.2, 0.9, 12), 3)
+    assert "[0, 1] everywhere, got -0.2" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_numbers_of_other_kinds_are_numbers():
+    import decimal
+
+    torch = pytest.importorskip("torch")
+    assert data.linear_orthogonal(4, 3, 3, sigma=np.array(0.5)).X.shape[0] == 4
+    assert data.gaussian_mosaics(4, 3, 3, separation=np.array(2.0)).X.shape[0] == 4
+    from minimal_attn.errors import check_positive
+
+    assert check_positive("lr", torch.tensor(0.1)) is not None
+    assert check_positive("lr", decimal.Decimal("0.1")) is not None
+    with pytest.raises(InputError) as err:                 # an array: its shape, one line
+        check_positive("lr", np.linspace(0.1, 1, 50))
+    assert "an array of shape (50,)" in str(err.value)
+
+
+def test_orthogonal_basis_takes_every_seed_default_rng_takes():
+    a, _ = data.orthogonal_basis(3, 8, seed=np.random.SeedSequence(1))
+    b, _ = data.orthogonal_basis(3, 8, seed=[1, 2])
+    assert a.shape == b.shape == (3, 8)
+    assert data.orthogonal_basis(3, 8, seed=None)[0].shape == (3, 8)
+    with pytest.raises(InputError, match="seed must be what numpy.random.default_rng takes"):
+        data.orthogonal_basis(3, 8, seed=-1)

@@ -9,7 +9,6 @@ written, all before any work. :data:`PROTOCOLS` holds the paper's protocol
 """
 
 import math
-import numbers
 import os
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -20,9 +19,12 @@ from minimal_attn.datasets.splits import CIFAR_DATASETS, TEST_IMAGES
 from minimal_attn.errors import (
     InputError,
     check_int_at_least,
+    check_paradigm,
     check_paradigms,
     check_positive,
     check_seeds,
+    real,
+    shown,
 )
 from minimal_attn.experiments.train_loop import (
     COMPILE_MODES,
@@ -139,9 +141,10 @@ def apply_protocol(config, name, explicit=()):
 
 def _number(name, value, ok, rule):
     """Require a real number with ``ok(value)``; ``rule`` says which, in words."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not ok(value):
-        raise InputError(f"{name} must be {rule}, got {value!r}", param=name)
-    return value
+    v = real(value)
+    if v is None or not ok(v):
+        raise InputError(f"{name} must be {rule}, got {shown(value)}", param=name)
+    return float(v)
 
 
 #: the integer settings and their least values
@@ -153,8 +156,9 @@ INT_FIELDS = (("m", 2), ("epochs", 1), ("seeds", 1), ("first_seed", 0), ("data_s
 def check_config(c):
     """Raise InputError (naming the parameter) for any setting that cannot run.
 
-    Returns ``c`` with its paradigms canonical (:func:`minimal_attn.errors.check_paradigms`) and its
-    integer settings Python ints; a caller that trains uses the returned config.
+    Returns ``c`` with its paradigms and the keys of ``lr`` canonical
+    (:func:`minimal_attn.errors.check_paradigms`), its integer settings Python ints and
+    momentum, threshold and stop_loss floats; a caller that trains uses the returned config.
     """
     if not isinstance(c, ExperimentConfig):
         raise InputError(f"the settings must be an ExperimentConfig (e.g. "
@@ -172,16 +176,23 @@ def check_config(c):
     if c.lr is not None and not isinstance(c.lr, dict):
         raise InputError(f"lr must be a dict of rates such as {{'all': 0.1}} or "
                          f"{{'sa': 0.05, 'ha': 0.01}} (or None), got {c.lr!r}", param="lr")
+    rates = {}                            # keys canonical, as the paradigms ("SA" is sa)
     for p, value in (c.lr or {}).items():
-        if p != "all" and p not in PARADIGMS:
-            raise InputError(f"lr: unknown paradigm {p!r}; use {', '.join(PARADIGMS)}",
-                             param="lr")
-        check_positive("lr", value, param="lr")
+        key = "all" if str(p).strip().lower() == "all" else None
+        try:
+            key = key or check_paradigm(p)
+        except InputError:
+            raise InputError(f"lr: unknown paradigm {p!r}; use all or "
+                             f"{', '.join(PARADIGMS)}", param="lr") from None
+        rates[key] = check_positive("lr", value, param="lr")
+    if c.lr is not None:
+        c = replace(c, lr=rates)
     for name in ("hybrid_lr", "time_limit"):
         if getattr(c, name) is not None:
             check_positive(name, getattr(c, name), param=name)
     check_positive("width", c.width, param="width")
-    _number("momentum", c.momentum, lambda v: 0 <= v < 1, "a number in [0, 1)")
+    c = replace(c, momentum=_number("momentum", c.momentum, lambda v: 0 <= v < 1,
+                                    "a number in [0, 1)"))
     for name, allowed in (("optimizer", OPTIMIZERS), ("focus_init", FOCUS_INITS),
                           ("classifier", CLASSIFIERS), ("compile", COMPILE_MODES),
                           ("precision", PRECISIONS), ("conv_mode", (None,) + CONV_MODES),
@@ -213,15 +224,17 @@ def check_config(c):
                                  "CNN FCAM); the linear FCAM trains by plain gradient "
                                  "descent from zero", param=name)
     if c.stop_loss is not None:
-        _number("stop_loss", c.stop_loss, lambda v: 0 <= v < math.inf,
-                "None or a finite number >= 0")
+        c = replace(c, stop_loss=_number("stop_loss", c.stop_loss,
+                                         lambda v: 0 <= v < math.inf,
+                                         "None or a finite number >= 0"))
     for name in ("chunk", "threads"):
         if getattr(c, name) is not None:
             check_int_at_least(name, getattr(c, name), 1, param=name)
     if c.switch_epoch not in (None, "auto"):
         _number("switch_epoch", c.switch_epoch, lambda v: 0 <= v <= c.epochs and v == int(v),
                 f"auto or an integer in 0..{c.epochs} (epochs)")
-    _number("threshold", c.threshold, lambda v: 0 < v < 1, "a number in (0, 1)")
+    c = replace(c, threshold=_number("threshold", c.threshold, lambda v: 0 < v < 1,
+                                     "a number in (0, 1)"))
     if c.backend == "numpy" and str(c.device).lower() not in ("auto", "cpu"):
         raise InputError(f"device {c.device} applies to backend torch; the numpy backend "
                          "runs on the CPU", param="device")
