@@ -221,3 +221,28 @@ def test_a_pickle_that_would_run_code_is_refused_before_it_runs(tmp_path):
     with pytest.raises(InputError, match="malformed pickle .*data_batch_1"):
         load_cifar10(root)
     assert not mark.exists()
+
+
+def test_python3_protocol_2_resave_reads_as_the_original(tmp_path):
+    """Python 3 pickles bytes at protocol 2 through ``_codecs.encode`` (data, not code): a
+    batch re-saved that way reads the same images and labels as the original."""
+    root = write_tiny_cifar(tmp_path / "a")
+    copy = tmp_path / "b" / "cifar-10-batches-py"
+    copy.mkdir(parents=True)
+    for name in os.listdir(root):
+        with open(root / name, "rb") as f:
+            obj = pickle.load(f, encoding="bytes")
+        with open(copy / name, "wb") as f:
+            pickle.dump(obj, f, protocol=2)
+    assert b"_codecs" in (copy / "data_batch_1").read_bytes()          # the case at hand
+    a, b = load_cifar10(tmp_path / "a"), load_cifar10(tmp_path / "b")
+    for field in ("x_train", "y_train", "x_test", "y_test", "class_names"):
+        assert np.array_equal(getattr(a, field), getattr(b, field))
+
+
+def test_a_damaged_batch_names_the_damage_not_the_folder(tmp_path):
+    root = write_tiny_cifar(tmp_path)
+    (root / "data_batch_3").write_bytes((root / "data_batch_3").read_bytes()[:100])
+    with pytest.raises(InputError, match="damaged or not a CIFAR batch: download") as err:
+        load_cifar10(tmp_path)
+    assert "data_batch_3" in str(err.value)

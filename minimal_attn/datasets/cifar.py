@@ -73,12 +73,18 @@ def _find_folder(folder, subdir, files, expected):
 
 
 #: What a CIFAR pickle may build besides plain containers: NumPy arrays and dtypes (the
-#: official batches hold lists and bytes; re-saved ones often hold arrays). Anything else
-#: (a function, a class) is refused before it is called: unpickling runs what it names.
+#: official batches hold lists and bytes; re-saved ones often hold arrays), and the text
+#: codec with which Python 3's pickle protocol 2 writes bytes (``_codecs.encode``, data
+#: only). Anything else (a function, a class) is refused before it is called: unpickling
+#: runs what it names.
 _NUMPY_GLOBALS = {("numpy", "ndarray"), ("numpy", "dtype"),
                   ("numpy.core.multiarray", "_reconstruct"),
                   ("numpy._core.multiarray", "_reconstruct"),
-                  ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar")}
+                  ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
+                  ("_codecs", "encode")}
+#: The fix for a CIFAR file that is there but cannot be read as a batch.
+_DAMAGED = ("the file is damaged or not a CIFAR batch: download and unpack it again (or "
+            "rebuild it with to_pickles.py)")
 
 
 class _DataUnpickler(pickle.Unpickler):
@@ -101,10 +107,10 @@ def _unpickle(path, expected):
         raise InputError(f"cannot read {path}: {exc.strerror}; {expected}") from None
     except Exception as exc:  # noqa: BLE001 - any unpickling failure: truncated, not a pickle
         raise InputError(f"malformed pickle {path} ({type(exc).__name__}): "
-                         f"{expected}") from None
+                         f"{_DAMAGED}") from None
     if not isinstance(obj, dict):
         raise InputError(f"malformed pickle {path}: expected a dict, got "
-                         f"{type(obj).__name__}; {expected}")
+                         f"{type(obj).__name__}; {_DAMAGED}")
     return {(k.decode("latin1") if isinstance(k, bytes) else str(k)): v
             for k, v in obj.items()}
 
