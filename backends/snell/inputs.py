@@ -20,7 +20,7 @@ def check_int(name, value, low):
 
 def _vectors(path):
     """(word, values) of each line of a GloVe text file; a word2vec ``count dim`` header skipped."""
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8-sig") as f:      # a byte-order mark is not the first word
         for n, line in enumerate(f):
             parts = line.rstrip().split(" ")
             if n == 0 and len(parts) == 2 and all(p.isdigit() for p in parts):

@@ -6,7 +6,8 @@ r"""Data readers of both papers: what turns files (or a seed) into arrays.
 * :mod:`.cifar`: the CIFAR-10/100 python pickles;
 * :mod:`.hatexplain`: HateXplain posts with their human rationales (V&R Sec. 5);
 * :mod:`.text`: word vocabularies and padded batches for the text FCAM;
-* :mod:`.seq`: Snell et al.'s data: parallel text and labelled sentences (Sec. 3).
+* :mod:`.seq`: Snell et al.'s data: parallel text and labelled sentences (Sec. 3);
+* :mod:`.pieces`: SentencePiece models for the translation tasks (A.8);
 
 The library takes data folders as arguments; nothing here knows where a folder lives.
 """

@@ -34,14 +34,13 @@ with a boolean mask; padding is masked everywhere downstream.
 import collections
 import json
 import os
-import zlib
 from dataclasses import dataclass, field
 from typing import Dict, List
 
 import numpy as np
 
 from minimal_attn import saif
-from minimal_attn.datasets.text import UNK, Vocab, open_text
+from minimal_attn.datasets.text import UNK, Vocab, plain_or_gz, read_text
 from minimal_attn.errors import InputError, check_int_at_least
 
 PAD = "<pad>"
@@ -71,20 +70,26 @@ class HateXplain:
     dropped: Dict[str, int] = field(default_factory=dict)   # reason -> count
 
 
+def _read_text(path, what):
+    """:func:`.text.read_text` with the fix for a HateXplain file that is not UTF-8."""
+    return read_text(path, what, "give the HateXplain file unchanged (download it again)")
+
+
 def _load_json(path, what):
     try:
-        with open_text(path) as f:
-            return json.load(f)
+        return json.loads(_read_text(path, what))
     except json.JSONDecodeError as exc:
         raise InputError(f"{what} {path} is not valid JSON (line {exc.lineno}: {exc.msg}); "
                          "give the HateXplain file unchanged") from None
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read {what} {path}: {exc}; check the path") from None
 
 
 def _check_post(where, tokens, rationale):
     if not isinstance(tokens, list) or not tokens or not all(isinstance(t, str) for t in tokens):
         raise InputError(f"{where}: tokens must be a non-empty list of strings")
+    blank = next((k for k, t in enumerate(tokens) if not t.strip()), None)
+    if blank is not None:
+        raise InputError(f"{where}: token {blank} is {tokens[blank]!r}, not a word; drop it "
+                         "(and its rationale entry)")
     if not isinstance(rationale, list):
         raise InputError(f"{where}: rationale must be a list of 0/1, one per token (leave the "
                          "key out for a post without one)")
@@ -103,15 +108,11 @@ def _label_id(where, label, layout):
     return CLASSES[layout].index(label)
 
 
-def _read_jsonl(path):
-    """(post_id, tokens, label id, rationale, orig_split) per line of the binary JSONL."""
+def _read_jsonl(path, need_split):
+    """(post_id, tokens, label id, rationale, orig_split) per line of the binary JSONL;
+    ``need_split``: no split file, so every post needs an ``orig_split`` of :data:`SPLITS`."""
     rows = []
-    try:
-        with open_text(path) as f:
-            lines = list(f)
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read HateXplain file {path}: {exc}; check the path") from None
-    for n, line in enumerate(lines, start=1):
+    for n, line in enumerate(_read_text(path, "HateXplain file").split("\n"), start=1):
         if not line.strip():
             continue
         where = f"HateXplain file {path} line {n}"
@@ -122,10 +123,16 @@ def _read_jsonl(path):
         if not isinstance(obj, dict) or not {"post_id", "tokens", "label"} <= set(obj):
             raise InputError(f"{where} needs the keys post_id, tokens and label (rationale "
                              "optional)")
-        tokens = obj["tokens"]
+        tokens, split = obj["tokens"], obj.get("orig_split")
         rationale = obj.get("rationale", [0] * len(tokens) if isinstance(tokens, list) else [])
         rows.append((str(obj["post_id"]), tokens, _label_id(where, obj["label"], "binary"),
-                     _check_post(where, tokens, rationale), obj.get("orig_split")))
+                     _check_post(where, tokens, rationale), split))
+        if need_split and split not in SPLITS:
+            found = (f": orig_split {split!r} is not train, val or test" if "orig_split" in obj
+                     else " has no orig_split")
+            raise InputError(f"{where}{found}, and no post_id_divisions.json is beside the "
+                             "file; give every post orig_split train, val or test (validation "
+                             "-> val), or put the split file beside it")
     if not rows:
         raise InputError(f"HateXplain file {path} is empty; give the JSONL with one post a line")
     return rows, {}
@@ -176,7 +183,9 @@ def read_hatexplain(path, divisions=None):
     Parameters
     ----------
     path : a file, or a folder holding ``hatexplain_binary.jsonl`` or ``dataset.json``
-    divisions : ``post_id_divisions.json``; None: the one beside the file, if any
+           (either may be gzipped, under its own name or with ``.gz`` added)
+    divisions : ``post_id_divisions.json``; None: the one beside the file, if any (its
+                post ids are strings, or integers compared as strings)
 
     Returns
     -------
@@ -185,27 +194,31 @@ def read_hatexplain(path, divisions=None):
     path = os.fspath(path)
     if os.path.isdir(path):
         names = [n for n in ("hatexplain_binary.jsonl", "dataset.json")
-                 if os.path.exists(os.path.join(path, n))]
+                 if os.path.exists(plain_or_gz(os.path.join(path, n)))]
         if not names:
             raise InputError(f"data_dir {path} holds neither hatexplain_binary.jsonl nor "
-                             "dataset.json; give the HateXplain folder", param="data_dir")
-        path = os.path.join(path, names[0])
+                             "dataset.json (plain or .gz); give the HateXplain folder",
+                             param="data_dir")
+        path = plain_or_gz(os.path.join(path, names[0]))
     if not os.path.exists(path):
         raise InputError(f"HateXplain file {path} does not exist; check --data-dir",
                          param="data_dir")
-    layout = "binary" if path.endswith(".jsonl") else "original"
-    rows, dropped = _read_jsonl(path) if layout == "binary" else _read_original(path)
     if divisions is None:
-        beside = os.path.join(os.path.dirname(path), "post_id_divisions.json")
+        beside = plain_or_gz(os.path.join(os.path.dirname(path), "post_id_divisions.json"))
         divisions = beside if os.path.exists(beside) else None
+    layout = "binary" if path.removesuffix(".gz").endswith(".jsonl") else "original"
+    rows, dropped = (_read_jsonl(path, divisions is None) if layout == "binary"
+                     else _read_original(path))
     if divisions is not None:
         table = _load_json(divisions, "split file")
         if not isinstance(table, dict) or not set(SPLITS) <= set(table):
             raise InputError(f"split file {divisions} must have the keys train, val, test")
         for s in SPLITS:
-            if not isinstance(table[s], list) or not all(isinstance(p, str) for p in table[s]):
-                raise InputError(f"split file {divisions}: {s} must be a list of post ids")
-        split_of = {pid: s for s in SPLITS for pid in table[s]}
+            if not isinstance(table[s], list) or not all(
+                    isinstance(p, (str, int)) and not isinstance(p, bool) for p in table[s]):
+                raise InputError(f"split file {divisions}: {s} must be a list of post ids "
+                                 "(strings, as the post_id values of the data file)")
+        split_of = {str(pid): s for s in SPLITS for pid in table[s]}
     elif layout == "binary":
         split_of = {r[0]: r[4] for r in rows}
     else:
@@ -216,7 +229,10 @@ def read_hatexplain(path, divisions=None):
             parts[split_of[row[0]]].append(row)
     dropped["not in a split"] = len(rows) - sum(map(len, parts.values()))
     if not parts["train"]:
-        raise InputError(f"no post of {path} is in the training split; check the split file")
+        where = (f"listed under train in {divisions}; check that the split file's ids are "
+                 "the post_id values of the data file" if divisions is not None else
+                 "marked orig_split train; give the training posts orig_split train")
+        raise InputError(f"no post of {path} is {where}")
     classes = CLASSES[layout]
     splits = {s: Posts([r[0] for r in p], [r[1] for r in p],
                        np.array([r[2] for r in p], dtype=np.int64), [r[3] for r in p], classes)

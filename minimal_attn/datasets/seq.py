@@ -13,29 +13,41 @@ lists of int64 arrays, the ids that the LSTM models, the proxy model
   unlabelled ``test.tsv``), ``hatexplain`` (the binary JSONL or the original
   ``dataset.json``, toxic = 1: hate speech or offensive; official train/val
   split) and ``tsv`` (``train.tsv`` and ``dev.tsv``/``val.tsv``/``test.tsv``,
-  rows ``text<TAB>label``, an optional header). Every file may be
-  gzip-compressed and may start with a byte-order mark.
+  rows ``text<TAB>0|1``: exactly two columns; a first row whose label is not 0 or 1
+  is a header). Every file may be
+  gzip-compressed (under its own name or with ``.gz`` added) and may start with a
+  byte-order mark; blank lines are skipped and a row with an empty text refused.
 * **translate** (Section 2.1): one SentencePiece vocabulary of ``vocab_size``
   pieces shared by source and target (A.8) when ``sentencepiece`` is
   installed, word-level ids otherwise. Ids 0, 1, 2 are ``<unk>``, ``<s>``,
   ``</s>``; targets end with ``</s>``. Data sets: ``multi30k`` (raw
   ``train``/``val`` files, English -> German as in the paper, plain or as the
   release's ``.gz``) and ``parallel``
-  (``train.src``, ``train.tgt``, ``val.src``, ``val.tgt``).
+  (``train.src``, ``train.tgt``, ``val.src``, ``val.tgt``). Lines blank in both
+  files are skipped; a pair with one empty side is dropped and counted
+  (``info["one_sided_pairs"]``).
 
 The padding id of the networks is ``n_vocab``, one beyond the vocabulary, so
 every real token has the same id in the network and in the NumPy proxies.
 """
 
 import dataclasses
-import io
 import os
 from typing import Callable, Optional
 
 import numpy as np
 
 from minimal_attn.datasets.hatexplain import read_hatexplain
-from minimal_attn.datasets.text import UNK, Vocab, read_lines, read_parallel, read_sst2, tokenize
+from minimal_attn.datasets.pieces import sentencepiece_model
+from minimal_attn.datasets.text import (
+    UNK,
+    Vocab,
+    plain_or_gz,
+    read_lines,
+    read_parallel,
+    read_sst2,
+    tokenize,
+)
 from minimal_attn.errors import InputError, check_folder
 
 TASKS = ("classify", "translate")
@@ -70,40 +82,51 @@ class TextTask:
 
 
 # ------------------------------------------------------------------ classification
-def _is_number(text):
-    try:
-        float(text)
-        return True
-    except ValueError:
-        return False
-
-
 def _read_label_tsv(path, what):
+    """Rows ``text<TAB>0|1``: exactly two columns (a third would fold into the text), an
+    optional header (a first row whose label is not 0 or 1: any column names), blank lines
+    skipped, empty texts refused. A file of word labels is refused at its second row, whose
+    message says that the first was read as the header."""
     lines = read_lines(path, what)
-    texts, labels = [], []
+    texts, labels, first, header = [], [], True, None
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        parts = line.rstrip("\r").rsplit("\t", 1)
-        label = parts[1].strip() if len(parts) == 2 else ""
+        at, parts = f"{what} {path} line {n}", line.rstrip("\r").split("\t")
+        if len(parts) != 2:
+            found = "no tab" if len(parts) == 1 else f"{len(parts)} tab-separated columns"
+            raise InputError(f"{at} has {found}, not the 2 columns text<TAB>0|1: "
+                             f"{line[:60]!r}; keep only the text and the label (a tab inside "
+                             "the text: make it a space)", param="data_dir")
+        label = parts[1].strip()
+        if first and label not in ("0", "1"):                       # a header row
+            first, header = False, n
+            continue
         if label not in ("0", "1"):
-            if n == 1 and len(parts) == 2 and not _is_number(label):   # a header row
-                continue
-            raise InputError(f"{what} {path} line {n} is not 'text<TAB>0|1' (labels must be "
-                             f"0 or 1): {line[:60]!r}", param="data_dir")
+            read = f"; line {header} was read as the header" if header and not texts else ""
+            raise InputError(f"{at} is not 'text<TAB>0|1' (labels must be 0 or 1{read}): "
+                             f"{line[:60]!r}", param="data_dir")
+        if not parts[0].strip():
+            raise InputError(f"{at} has an empty text; give its text or delete the row",
+                             param="data_dir")
+        first = False
         texts.append(tokenize(parts[0]))
         labels.append(int(label))
     if not texts:
-        raise InputError(f"{what} {path} has no 'text<TAB>label' rows", param="data_dir")
+        read = f" (line {header} was read as the header: labels must be 0 or 1)" \
+            if header else ""
+        raise InputError(f"{what} {path} has no 'text<TAB>0|1' rows{read}", param="data_dir")
     return texts, np.array(labels, dtype=np.int64)
 
 
 def _first_file(folder, names, what):
+    """The first of ``names`` (or its ``.gz``) in ``folder``."""
     for name in names:
-        if os.path.isfile(os.path.join(folder, name)):
-            return os.path.join(folder, name)
-    raise InputError(f"{what}: none of {', '.join(names)} in {folder}; check --data-dir",
-                     param="data_dir")
+        path = plain_or_gz(os.path.join(folder, name))
+        if os.path.isfile(path):
+            return path
+    raise InputError(f"{what}: none of {', '.join(names)} (plain or .gz) in {folder}; check "
+                     "--data-dir", param="data_dir")
 
 
 def _read_hatexplain(folder):
@@ -112,11 +135,14 @@ def _read_hatexplain(folder):
     ``orig_split``), as ``attn-dyn train --dataset hatexplain`` reads them. The binary
     JSONL or the original ``dataset.json``, whose three classes become HateXplain's
     binary task: toxic (hate speech or offensive) = 1, normal = 0."""
-    check_folder(folder)
     data = read_hatexplain(folder)
     out = []
     for s in ("train", "val"):
         posts = data.splits[s]
+        if not posts.y.size:
+            raise InputError(f"hatexplain in {folder}: the {s} split has no post; give posts "
+                             f"with orig_split {s}, or list them under {s} in "
+                             "post_id_divisions.json", param="data_dir")
         toxic = np.array([posts.classes[k] in ("toxic", "hatespeech", "offensive")
                           for k in posts.y], dtype=np.int64)
         out.append(([[t.lower() for t in tokens] for tokens in posts.tokens], toxic))
@@ -126,7 +152,7 @@ def _read_hatexplain(folder):
 def _sst2_eval_file(folder):
     """The labelled evaluation file: ``test.tsv`` (the shared copy: GLUE's dev set, with
     labels), else ``dev.tsv`` (GLUE's own layout, whose ``test.tsv`` has no labels)."""
-    test, dev = os.path.join(folder, "test.tsv"), os.path.join(folder, "dev.tsv")
+    test, dev = (plain_or_gz(os.path.join(folder, f"{name}.tsv")) for name in ("test", "dev"))
     if os.path.isfile(test) and os.path.isfile(dev):
         first = read_lines(test, "SST-2 file")[0].rstrip("\r").split("\t")
         return dev if [h.strip().lower() for h in first] == ["index", "sentence"] else test
@@ -158,8 +184,8 @@ def load_classification(dataset, folder, max_train=None, max_val=None, min_count
     tr = _nonempty(vocab.encode_all(tr_x), [np.array([y]) for y in tr_y])
     va = _nonempty(vocab.encode_all(va_x), [np.array([y]) for y in va_y])
     if not tr[0] or not va[0]:
-        raise InputError(f"{dataset} in {folder}: no non-empty training or validation "
-                         "example; check --data-dir", param="data_dir")
+        raise InputError(f"{dataset} in {folder}: the {'validation' if tr[0] else 'training'} "
+                         "split has no example; check --data-dir", param="data_dir")
     return TextTask("classify", *tr, *va, n_vocab=len(vocab), n_out=2, itos=vocab.itos,
                     info={"dataset": dataset, "tokenizer": f"word, min count {min_count}",
                           "n_train": len(tr[0]), "n_val": len(va[0]),
@@ -167,53 +193,21 @@ def load_classification(dataset, folder, max_train=None, max_val=None, min_count
 
 
 # ------------------------------------------------------------------ translation
-def _read_pairs(dataset, folder, split, src_lang, tgt_lang):
+def _read_pairs(folder, split, src_lang, tgt_lang):
+    """Raw text of the line pairs (tokenised later) and how many pairs had one empty side.
+
+    A line blank in both files is skipped; a pair with one empty side (a sentence left
+    untranslated) is dropped, as ``attn-dyn ibm1`` and ``proxy`` drop it, and counted in the
+    task's ``info`` (``one_sided_pairs``), so nothing goes unrecorded."""
     check_folder(folder)
-    if dataset == "parallel":
-        src_lang, tgt_lang = "src", "tgt"
+    paths = [plain_or_gz(os.path.join(folder, f"{split}.{lang}")) for lang in (src_lang, tgt_lang)]
 
-    def raw(line):                                 # keep raw text; tokenised below
+    def raw(line):
         return [line.strip()] if line.strip() else []
-    src, tgt = read_parallel(*(_plain_or_gz(os.path.join(folder, f"{split}.{lang}"))
-                               for lang in (src_lang, tgt_lang)), raw)
-    return [s[0] for s in src], [t[0] for t in tgt]
-
-
-def _plain_or_gz(path):
-    """``path``, or ``path.gz`` when only that exists (Multi30k's release is gzipped)."""
-    return path + ".gz" if not os.path.exists(path) and os.path.exists(path + ".gz") else path
-
-
-def _sentencepiece(lines, vocab_size, model_file):
-    """A SentencePiece model: loaded from ``model_file`` if it exists, else trained on ``lines``.
-
-    Returns the processor and the serialised model (save it to reuse the ids).
-    """
-    import sentencepiece as spm
-
-    if model_file is not None and os.path.exists(model_file):
-        try:
-            with open(model_file, "rb") as f:
-                proto = f.read()
-            return spm.SentencePieceProcessor(model_proto=proto), proto
-        except (OSError, RuntimeError) as exc:
-            raise InputError(f"SentencePiece model {model_file} cannot be read "
-                             f"({type(exc).__name__}): delete it and the runs beside it, or "
-                             "use another --out", param="out") from None
-    buf = io.BytesIO()
-    try:
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(lines), model_writer=buf, vocab_size=vocab_size,
-            hard_vocab_limit=False, model_type="unigram", character_coverage=1.0,
-            unk_id=0, bos_id=1, eos_id=2, pad_id=-1, num_threads=1, minloglevel=2)
-    except RuntimeError:
-        # the pieces must cover every character of the text, plus <unk>, <s>, </s>
-        need = len(set("".join(lines).replace(" ", "")) | {" "}) + 3
-        raise InputError(f"vocab_size {vocab_size} is too small for SentencePiece on this "
-                         f"text ({need - 3} distinct characters): give vocab_size >= {need}",
-                         param="vocab_size") from None
-    proto = buf.getvalue()
-    return spm.SentencePieceProcessor(model_proto=proto), proto
+    src, tgt = read_parallel(*paths, raw, drop_empty=False)
+    keep = [n for n in range(len(src)) if src[n] and tgt[n]]
+    one_sided = sum(bool(s) != bool(t) for s, t in zip(src, tgt))
+    return [src[n][0] for n in keep], [tgt[n][0] for n in keep], one_sided
 
 
 def load_translation(dataset, folder, max_train=None, max_val=None, vocab_size=8000,
@@ -225,8 +219,10 @@ def load_translation(dataset, folder, max_train=None, max_val=None, vocab_size=8
     resumed run sees the same ids); a newly trained one is returned as
     ``tokenizer_model`` (bytes) for the caller to save.
     """
-    tr_src, tr_tgt = _read_pairs(dataset, folder, "train", src_lang, tgt_lang)
-    va_src, va_tgt = _read_pairs(dataset, folder, "val", src_lang, tgt_lang)
+    if dataset == "parallel":
+        src_lang, tgt_lang = "src", "tgt"
+    tr_src, tr_tgt, tr_one_sided = _read_pairs(folder, "train", src_lang, tgt_lang)
+    va_src, va_tgt, va_one_sided = _read_pairs(folder, "val", src_lang, tgt_lang)
     tr_src, tr_tgt, va_src, va_tgt = (tr_src[:max_train], tr_tgt[:max_train],
                                       va_src[:max_val], va_tgt[:max_val])
     if tokenizer == "auto":
@@ -236,7 +232,7 @@ def load_translation(dataset, folder, max_train=None, max_val=None, vocab_size=8
         except ImportError:
             tokenizer = "word"
     if tokenizer == "sentencepiece":
-        sp, proto = _sentencepiece(tr_src + tr_tgt, vocab_size, model_file)
+        sp, proto = sentencepiece_model(tr_src + tr_tgt, vocab_size, model_file)
         itos = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
         encode = sp.encode
 
@@ -266,7 +262,10 @@ def load_translation(dataset, folder, max_train=None, max_val=None, vocab_size=8
                     decode=decode, tokenizer_model=proto,
                     info={"dataset": dataset, "tokenizer": tokenizer, "vocab": len(itos),
                           "n_train": len(tr[0]), "n_val": len(va[0]),
-                          "direction": f"{src_lang}->{tgt_lang}"})
+                          "direction": f"{src_lang}->{tgt_lang}",
+                          # only when some were dropped: info feeds the proxies' cache key
+                          **({"one_sided_pairs": {"train": tr_one_sided, "val": va_one_sided}}
+                             if tr_one_sided or va_one_sided else {})})
 
 
 def filter_length(task, max_len):
@@ -305,7 +304,10 @@ def load_text_task(task, dataset, data_dir, max_train=None, max_val=None, vocab_
     for name, value in (("max_train", max_train), ("max_val", max_val), ("max_len", max_len)):
         if value is not None and value < 1:
             raise InputError(f"{name} must be >= 1, got {value}", param=name)
-    folder = check_folder(data_dir)
+    if dataset == "hatexplain" and os.path.isfile(data_dir):
+        folder = os.fspath(data_dir)           # the file itself, as ``train`` accepts it
+    else:
+        folder = check_folder(data_dir)
     if task == "classify":
         out = load_classification(dataset, folder, max_train, max_val)
     else:

@@ -45,6 +45,12 @@ def whitespace_tokens(text):
     return text.lower().split()
 
 
+def _has_text(word):
+    """True when ``word`` holds a visible character (not only control characters and
+    spaces); a whole line may hold tabs or no-break spaces and still have words."""
+    return any(ch.isprintable() and not ch.isspace() for ch in word)
+
+
 # ------------------------------------------------------------------ vocabulary
 class Vocab:
     """A word <-> id map with ``<unk>`` at id 0 and a minimum count.
@@ -123,6 +129,27 @@ def open_text(path):
     return open(path, encoding="utf-8-sig")
 
 
+def plain_or_gz(path):
+    """``path``, or ``path.gz`` when only that exists (Multi30k's release is gzipped)."""
+    return path + ".gz" if not os.path.exists(path) and os.path.exists(path + ".gz") else path
+
+
+def read_text(path, what="file", fix="convert it to UTF-8"):
+    """The whole text of ``path``, plain or gzipped UTF-8 (:func:`open_text`; newlines
+    universal), each failure one line; ``fix``: what to do about text that is not UTF-8."""
+    try:
+        with open_text(path) as f:
+            return f.read()
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{what} {path} is not UTF-8 text (byte {exc.start}); {fix}") from None
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise InputError(f"{what} {path} is a damaged gzip file ({exc or 'cut short'}); "
+                         "download it again or give the unpacked file") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {path}: {exc.strerror or exc}; check its "
+                         "permissions") from None
+
+
 def read_lines(path, what="file"):
     """The lines of a UTF-8 text file, plain or gzipped (newlines and a byte-order mark
     stripped); InputError if unusable.
@@ -134,20 +161,11 @@ def read_lines(path, what="file"):
         raise InputError(f"{what} {path} does not exist; check the path")
     if os.path.isdir(path):
         raise InputError(f"{what} {path} is a folder; give a text file")
-    try:
-        with open_text(path) as f:
-            # Iterating splits on \n, \r\n and \r only (unlike str.splitlines,
-            # which also splits on U+2028 etc. and would break line alignment).
-            lines = [line.rstrip("\n") for line in f]
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{what} {path} is not UTF-8 text (byte {exc.start}); "
-                         "convert it to UTF-8") from None
-    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
-        raise InputError(f"{what} {path} is a damaged gzip file ({exc or 'cut short'}); "
-                         "download it again or give the unpacked text") from None
-    except OSError as exc:
-        raise InputError(f"cannot read {what} {path}: {exc.strerror}; "
-                         "check its permissions") from None
+    # universal newlines leave \n only (\r\n and \r read as \n); split there, not with
+    # str.splitlines, which also splits at U+2028 etc. and would break line alignment
+    lines = read_text(path, what).split("\n")
+    if lines[-1] == "":
+        lines.pop()                                   # the final newline ends a line
     if any("\x00" in line for line in lines):
         raise InputError(f"{what} {path} is binary (it contains NUL bytes), not text; "
                          "give a UTF-8 text file with one sentence per line")
@@ -171,17 +189,22 @@ def read_parallel(src_path, tgt_path, tokenizer=tokenize, drop_empty=True):
     Returns
     -------
     src, tgt : list of list of str, same length
+
+    Blank lines at the end of only one file are ignored (an editor's final empty line);
+    any other difference in line count is refused.
     """
     src_lines = read_lines(src_path, "source file")
     tgt_lines = read_lines(tgt_path, "target file")
-    if len(src_lines) != len(tgt_lines):
+    n = min(len(src_lines), len(tgt_lines))
+    if any(line.strip() for line in src_lines[n:] + tgt_lines[n:]):
         raise InputError(
             f"source file {src_path} has {len(src_lines)} lines but target file "
             f"{tgt_path} has {len(tgt_lines)}; parallel files must be line-aligned")
-    src = [tokenizer(s) for s in src_lines]
-    tgt = [tokenizer(t) for t in tgt_lines]
+    # blank lines at the end of one file only pair with nothing: ignored
+    src = [tokenizer(s) for s in src_lines[:n]]
+    tgt = [tokenizer(t) for t in tgt_lines[:n]]
     for path, side in ((src_path, src), (tgt_path, tgt)):
-        if not any(w.isprintable() for sentence in side for w in sentence):
+        if not any(map(_has_text, itertools.chain.from_iterable(side))):
             raise InputError(f"{path} has no usable word (only control characters); "
                              "give a text file with one sentence per line")
     if drop_empty:
@@ -216,7 +239,8 @@ def read_sst2(path, tokenizer=whitespace_tokens):
     """Read a GLUE SST-2 TSV file (header ``sentence<TAB>label``, labels 0/1).
 
     The GLUE text is already lower-cased and tokenised, hence the whitespace
-    tokeniser by default.
+    tokeniser by default. Blank lines are skipped; a row with an empty sentence is
+    refused (GLUE has none).
 
     Returns
     -------
@@ -239,6 +263,9 @@ def read_sst2(path, tokenizer=whitespace_tokens):
         if len(parts) != 2 or parts[1].strip() not in ("0", "1"):
             raise InputError(f"SST-2 file {path} line {n} is not 'sentence<TAB>0|1': "
                              f"{line[:60]!r}")
+        if not parts[0].strip():
+            raise InputError(f"SST-2 file {path} line {n} has an empty sentence; give its "
+                             "text or delete the row")
         sentences.append(tokenizer(parts[0]))
         labels.append(int(parts[1]))
     if not sentences:
