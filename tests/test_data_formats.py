@@ -122,13 +122,20 @@ def _hx_rows(**change):
     return "".join(json.dumps(r) + "\n" for r in rows)
 
 
-def test_a_hatexplain_token_that_is_empty_is_refused_by_both_readers(tmp_path):
-    for bad in ([""], ["you", " ", "bad"]):
-        folder = _folder(tmp_path / "hx", {"hatexplain_binary.jsonl": _hx_rows(
-            tokens=bad, rationale=[1] * len(bad))})
-        with pytest.raises(InputError, match="line 6: token .* not a word"):
-            hatexplain.read_hatexplain(folder)                      # `train`
-        _refused("line 6: token", "classify", "hatexplain", folder)   # `train-seq`
+def test_a_blank_hatexplain_token_is_dropped_with_its_rationale_entry(tmp_path):
+    """No word to embed: "" or " " goes with its rationale entry; a post of blanks only is
+    dropped and counted (post p5 is a training post: k = 5, 5 % 4 = 1)."""
+    folder = _folder(tmp_path / "hx", {"hatexplain_binary.jsonl": _hx_rows(
+        tokens=["you", " ", "bad"], rationale=[0, 1, 1])})
+    train = hatexplain.read_hatexplain(folder).splits["train"]
+    k = train.post_ids.index("p5")
+    assert train.tokens[k] == ["you", "bad"] and train.rationale[k].tolist() == [0, 1]
+    folder = _folder(tmp_path / "hx2", {"hatexplain_binary.jsonl": _hx_rows(
+        tokens=[""], rationale=[1])})
+    data = hatexplain.read_hatexplain(folder)
+    assert "p5" not in data.splits["train"].post_ids and data.dropped["no word"] == 1
+    t = load_text_task("classify", "hatexplain", folder)                # `train-seq` too
+    assert t.info["n_train"] == len(data.splits["train"].post_ids)
 
 
 # ------------------------------------------------------------------ tabs, no-break spaces (fix 4)

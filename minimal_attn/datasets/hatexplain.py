@@ -86,10 +86,6 @@ def _load_json(path, what):
 def _check_post(where, tokens, rationale):
     if not isinstance(tokens, list) or not tokens or not all(isinstance(t, str) for t in tokens):
         raise InputError(f"{where}: tokens must be a non-empty list of strings")
-    blank = next((k for k, t in enumerate(tokens) if not t.strip()), None)
-    if blank is not None:
-        raise InputError(f"{where}: token {blank} is {tokens[blank]!r}, not a word; drop it "
-                         "(and its rationale entry)")
     if not isinstance(rationale, list):
         raise InputError(f"{where}: rationale must be a list of 0/1, one per token (leave the "
                          "key out for a post without one)")
@@ -99,6 +95,15 @@ def _check_post(where, tokens, rationale):
     if any(r not in (0, 1) for r in rationale):
         raise InputError(f"{where}: rationale entries must be 0 or 1")
     return np.asarray(rationale, dtype=np.int8)
+
+
+def _words(tokens, rationale):
+    """``(tokens, rationale)`` without the blank tokens ("" or spaces, no word to embed) and
+    their rationale entries; None when no word is left (the post is dropped and counted)."""
+    keep = [k for k, t in enumerate(tokens) if t.strip()]
+    if not keep:
+        return None
+    return [tokens[k] for k in keep], rationale[keep]
 
 
 def _label_id(where, label, layout):
@@ -111,7 +116,7 @@ def _label_id(where, label, layout):
 def _read_jsonl(path, need_split):
     """(post_id, tokens, label id, rationale, orig_split) per line of the binary JSONL;
     ``need_split``: no split file, so every post needs an ``orig_split`` of :data:`SPLITS`."""
-    rows = []
+    rows, blank = [], 0
     for n, line in enumerate(_read_text(path, "HateXplain file").split("\n"), start=1):
         if not line.strip():
             continue
@@ -125,8 +130,12 @@ def _read_jsonl(path, need_split):
                              "optional)")
         tokens, split = obj["tokens"], obj.get("orig_split")
         rationale = obj.get("rationale", [0] * len(tokens) if isinstance(tokens, list) else [])
-        rows.append((str(obj["post_id"]), tokens, _label_id(where, obj["label"], "binary"),
-                     _check_post(where, tokens, rationale), split))
+        label, words = _label_id(where, obj["label"], "binary"), _words(
+            tokens, _check_post(where, tokens, rationale))
+        if words is None:
+            blank += 1
+        else:
+            rows.append((str(obj["post_id"]), words[0], label, words[1], split))
         if need_split and split not in SPLITS:
             found = (f": orig_split {split!r} is not train, val or test" if "orig_split" in obj
                      else " has no orig_split")
@@ -135,7 +144,7 @@ def _read_jsonl(path, need_split):
                              "-> val), or put the split file beside it")
     if not rows:
         raise InputError(f"HateXplain file {path} is empty; give the JSONL with one post a line")
-    return rows, {}
+    return rows, {"no word": blank} if blank else {}
 
 
 def _votes(where, annotators):
@@ -154,7 +163,7 @@ def _read_original(path):
     if not isinstance(data, dict) or not data:
         raise InputError(f"HateXplain file {path} must map post ids to posts "
                          "(the original dataset.json)")
-    rows, undecided = [], 0
+    rows, undecided, blank = [], 0, 0
     for key, post in data.items():
         where = f"HateXplain file {path} post {key}"
         if not isinstance(post, dict) or not {"annotators", "post_tokens"} <= set(post):
@@ -173,8 +182,12 @@ def _read_original(path):
         rationale = (2 * marks > len(lists)).astype(np.int8)        # strict majority
         if CLASSES["original"][label] == "normal":
             rationale[:] = 0               # a normal post has no true foreground
-        rows.append((str(post.get("post_id", key)), tokens, label, rationale, None))
-    return rows, {"no majority label": undecided}
+        words = _words(tokens, rationale)
+        if words is None:
+            blank += 1
+            continue
+        rows.append((str(post.get("post_id", key)), words[0], label, words[1], None))
+    return rows, {"no majority label": undecided, **({"no word": blank} if blank else {})}
 
 
 def read_hatexplain(path, divisions=None):
