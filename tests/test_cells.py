@@ -141,13 +141,16 @@ def test_provenance_of_a_copy_names_the_commit_it_was_made_from(monkeypatch, tmp
         assert (p["commit"], p["dirty"]) == ("f" * 40, dirty)
 
 
-def test_provenance_keeps_torchs_thread_count():
-    """A CPU rerun matches a record to the digit only at the same thread count."""
+def test_provenance_keeps_torchs_thread_count_and_cpu_kernels():
+    """A CPU rerun matches a record to the digit only at the same thread count and with the
+    same vector kernels (AVX2 and AVX-512 sum floats in other orders)."""
     torch = pytest.importorskip("torch")
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        assert results_store.provenance(1.0)["torch_threads"] == 1
+        p = results_store.provenance(1.0)
+        assert p["torch_threads"] == 1
+        assert p["cpu_kernels"] == torch.backends.cpu.get_cpu_capability() != ""
     finally:
         torch.set_num_threads(before)
 

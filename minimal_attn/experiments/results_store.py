@@ -12,7 +12,8 @@ record in ``results/cells/<name>.json`` in the repository:
 * ``provenance``: commit (and whether the tree had uncommitted changes; both None
   for code that does not run from a checkout's tracked files, :func:`code_source`), date,
   device and card, Python, NumPy, torch and CUDA versions, CPU count, torch's
-  thread count (records from commit f273412 on), wall time and the command line; a cell
+  thread count (records from commit f273412 on) and CPU vector kernels (``cpu_kernels``,
+  e.g. AVX2 or AVX512; records from 2026-11-28 on), wall time and the command line; a cell
   resumed by other code names every commit that ran it (``code_history``, records from
   2026-11-28 on).
 
@@ -141,8 +142,11 @@ def provenance(wall_seconds, device="cpu", protocol=None, command=None, repo=Non
     if torch is not None:
         out["torch"] = torch.__version__
         out["cuda"] = torch.version.cuda
-        # CPU sums split over threads round differently: a rerun matches at this count
+        # CPU sums split over threads round differently: a rerun matches at this count,
+        # and with the same vector kernels (AVX2 and AVX-512 sum in other orders: a few
+        # points of a CPU-size agreement or SAIF move, docs/cpu_results.md)
         out["torch_threads"] = torch.get_num_threads()
+        out["cpu_kernels"] = torch.backends.cpu.get_cpu_capability()
         if str(device).startswith("cuda") and torch.cuda.is_available():
             out["card"] = torch.cuda.get_device_name(torch.device(str(device)))
     return out
