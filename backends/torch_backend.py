@@ -81,12 +81,7 @@ def _labels(y, logits, scores=None):
     n = logits.shape[-2 if scores is None else -3]
     if n == 0:
         raise InputError("empty batch (N = 0 instances): pass at least one instance")
-    if not torch.is_tensor(y):                  # on the host: the label range is checked too
-        check_labels(y, logits.shape[-1], n=n)
-    elif y.dtype.is_floating_point or y.dtype.is_complex or y.dtype == torch.bool \
-            or tuple(y.shape) != (n,):
-        raise InputError(f"y must be a vector of N = {n} integer class labels, got dtype "
-                         f"{y.dtype} and shape {tuple(y.shape)}")
+    check_labels(y, logits.shape[-1], n=n)      # a tensor's dtype and shape; host values too
     return torch.as_tensor(y, device=logits.device, dtype=torch.long)
 
 

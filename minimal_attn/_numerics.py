@@ -11,10 +11,9 @@ shapes only, plus the labels' values on NumPy arrays (:func:`errors.check_labels
 reads nothing back from a device.
 """
 
-import numpy as np
 
 from minimal_attn._xp import get_xp
-from minimal_attn.errors import InputError, check_labels
+from minimal_attn.errors import InputError, check_labels, dtype_is
 
 
 def _max_and_log1p_rest(z, axis):
@@ -67,13 +66,6 @@ def batch_weights(xp, n, weight, ref):
     return weight
 
 
-def is_floating(dtype):
-    """True for a real floating dtype of NumPy, CuPy, torch or array-api-strict."""
-    if isinstance(dtype, np.dtype):
-        return np.issubdtype(dtype, np.floating)
-    return str(dtype).rsplit(".", 1)[-1].startswith(("float", "bfloat"))
-
-
 def check_loss_inputs(logits, y, scores=None):
     """Refuse logits or scores that are not floating point, and labels that do not fit.
 
@@ -82,7 +74,7 @@ def check_loss_inputs(logits, y, scores=None):
     and with ``scores`` (..., N, m) given, (..., N, m, C) for HA and LV.
     """
     for name, a in (("logits", logits), ("scores", scores)):
-        if a is not None and not is_floating(getattr(a, "dtype", None)):
+        if a is not None and not dtype_is(getattr(a, "dtype", None), "floating"):
             raise InputError(f"{name} must be a floating-point array, got {type(a).__name__} "
                              f"of dtype {getattr(a, 'dtype', None)}; convert it (e.g. "
                              f"np.asarray({name}, dtype=float))")

@@ -30,7 +30,7 @@ from minimal_attn.errors import (
     check_alpha,
     check_int_at_least,
     check_labels,
-    real,
+    check_real,
     shown,
 )
 
@@ -100,9 +100,7 @@ def _check(m, n_classes, d):
 
 def _check_scale(name, value):
     """Require a finite number >= 0 (a spread or a distance); NaN would fill X with NaN."""
-    v = real(value)
-    if v is None or not (math.isfinite(v) and v >= 0):
-        raise InputError(f"{name} must be a finite number >= 0, got {shown(value)}")
+    check_real(name, value, lambda v: math.isfinite(v) and v >= 0, "a finite number >= 0")
     return value
 
 

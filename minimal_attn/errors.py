@@ -130,13 +130,29 @@ def check_alpha(alpha, name="alpha", param=None):
     return float(v)
 
 
+def check_real(name, value, ok, rule, param=None):
+    """Require a real number (:func:`real`) with ``ok(number)``, ``rule`` saying which in
+    words ("a finite number > 0"); returns the number as :func:`real` reads it."""
+    v = real(value)
+    if v is None or not ok(v):
+        raise InputError(f"{name} must be {rule}, got {shown(value)}", param=param)
+    return v
+
+
 def check_positive(name, value, param=None):
     """Require a finite number > 0 (a time horizon, a learning rate)."""
-    v = real(value)
-    if v is None or not (math.isfinite(v) and v > 0):
-        raise InputError(f"{name} must be a finite number > 0, got {shown(value)}",
-                         param=param)
+    check_real(name, value, lambda v: math.isfinite(v) and v > 0, "a finite number > 0", param)
     return value
+
+
+def dtype_is(dtype, kind):
+    """Whether ``dtype`` is of ``kind``, "integer" or "floating" (real): NumPy and CuPy
+    dtypes are ``np.dtype``; torch's and array-api-strict's print as "torch.int64", ...
+    (only the dtype is read, never an array's values)."""
+    if isinstance(dtype, np.dtype):
+        return np.issubdtype(dtype, {"integer": np.integer, "floating": np.floating}[kind])
+    prefixes = {"integer": ("int", "uint"), "floating": ("float", "bfloat")}[kind]
+    return str(dtype).rsplit(".", 1)[-1].startswith(prefixes)
 
 
 def check_labels(y, n_classes, n=None, name="y", param=None):
@@ -146,16 +162,13 @@ def check_labels(y, n_classes, n=None, name="y", param=None):
     truncated, each giving a loss without error. The range is checked on host (NumPy)
     arrays only; a device array's dtype and length are checked without reading it back.
     """
-    shape = tuple(getattr(y, "shape", np.shape(y)))
+    shape = tuple(y.shape) if hasattr(y, "shape") else np.shape(y)
     if len(shape) != 1 or (n is not None and shape[0] != n):
-        want = f"({n},)" if n is not None else "(N,)"
-        raise InputError(f"{name} must be a vector of labels {want}, one per instance, "
-                         f"got shape {shape}", param=param)
+        count = "N" if n is None else f"N = {n}"
+        raise InputError(f"{name} must be a vector of {count} integer class labels, one per "
+                         f"instance, got shape {shape}", param=param)
     dtype = np.asarray(y).dtype if isinstance(y, (list, tuple)) else y.dtype
-    # NumPy and CuPy dtypes are np.dtype; torch's print as "torch.int64"
-    integral = np.issubdtype(dtype, np.integer) if isinstance(dtype, np.dtype) else \
-        str(dtype).rsplit(".", 1)[-1].startswith(("int", "uint"))
-    if not integral:
+    if not dtype_is(dtype, "integer"):
         raise InputError(f"{name} must hold integer class labels, got dtype {dtype}; cast "
                          "whole-number labels to int64 (y.astype(int))", param=param)
     if isinstance(y, (np.ndarray, list, tuple)):

@@ -22,9 +22,8 @@ from minimal_attn.errors import (
     check_paradigm,
     check_paradigms,
     check_positive,
+    check_real,
     check_seeds,
-    real,
-    shown,
 )
 from minimal_attn.experiments.train_loop import (
     COMPILE_MODES,
@@ -141,10 +140,7 @@ def apply_protocol(config, name, explicit=()):
 
 def _number(name, value, ok, rule):
     """Require a real number with ``ok(value)``; ``rule`` says which, in words."""
-    v = real(value)
-    if v is None or not ok(v):
-        raise InputError(f"{name} must be {rule}, got {shown(value)}", param=name)
-    return float(v)
+    return float(check_real(name, value, ok, rule, param=name))
 
 
 #: the integer settings and their least values
