@@ -42,6 +42,7 @@ from minimal_attn.datasets.pieces import sentencepiece_model
 from minimal_attn.datasets.text import (
     UNK,
     Vocab,
+    label_rows,
     plain_or_gz,
     read_lines,
     read_parallel,
@@ -83,35 +84,15 @@ class TextTask:
 
 # ------------------------------------------------------------------ classification
 def _read_label_tsv(path, what):
-    """Rows ``text<TAB>0|1``: exactly two columns (a third would fold into the text), an
-    optional header (a first row whose label is not 0 or 1: any column names), blank lines
-    skipped, empty texts refused. A file of word labels is refused at its second row, whose
-    message says that the first was read as the header."""
+    """Rows ``text<TAB>0|1`` (:func:`.text.label_rows`) after an optional header: a first
+    row whose label is not 0 or 1, whatever its column names. A file of word labels is then
+    refused at its second row, whose message says that the first was read as the header."""
     lines = read_lines(path, what)
-    texts, labels, first, header = [], [], True, None
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        at, parts = f"{what} {path} line {n}", line.rstrip("\r").split("\t")
-        if len(parts) != 2:
-            found = "no tab" if len(parts) == 1 else f"{len(parts)} tab-separated columns"
-            raise InputError(f"{at} has {found}, not the 2 columns text<TAB>0|1: "
-                             f"{line[:60]!r}; keep only the text and the label (a tab inside "
-                             "the text: make it a space)", param="data_dir")
-        label = parts[1].strip()
-        if first and label not in ("0", "1"):                       # a header row
-            first, header = False, n
-            continue
-        if label not in ("0", "1"):
-            read = f"; line {header} was read as the header" if header and not texts else ""
-            raise InputError(f"{at} is not 'text<TAB>0|1' (labels must be 0 or 1{read}): "
-                             f"{line[:60]!r}", param="data_dir")
-        if not parts[0].strip():
-            raise InputError(f"{at} has an empty text; give its text or delete the row",
-                             param="data_dir")
-        first = False
-        texts.append(tokenize(parts[0]))
-        labels.append(int(label))
+    first = next(n for n, line in enumerate(lines) if line.strip())    # read_lines: one is
+    parts = lines[first].rstrip("\r").split("\t")
+    header = first + 1 if len(parts) == 2 and parts[1].strip() not in ("0", "1") else None
+    texts, labels = label_rows(lines, path, what, start=header or 0, tokenizer=tokenize,
+                               header=header, param="data_dir")
     if not texts:
         read = f" (line {header} was read as the header: labels must be 0 or 1)" \
             if header else ""

@@ -255,22 +255,43 @@ def read_sst2(path, tokenizer=whitespace_tokens):
     if header != ["sentence", "label"]:
         raise InputError(f"SST-2 file {path} must start with the header "
                          f"'sentence<TAB>label', found {lines[0][:60]!r}")
-    sentences, labels = [], []
-    for n, line in enumerate(lines[1:], start=2):
-        if not line.strip():
-            continue
-        parts = line.rstrip("\r").split("\t")
-        if len(parts) != 2 or parts[1].strip() not in ("0", "1"):
-            raise InputError(f"SST-2 file {path} line {n} is not 'sentence<TAB>0|1': "
-                             f"{line[:60]!r}")
-        if not parts[0].strip():
-            raise InputError(f"SST-2 file {path} line {n} has an empty sentence; give its "
-                             "text or delete the row")
-        sentences.append(tokenizer(parts[0]))
-        labels.append(int(parts[1]))
+    sentences, labels = label_rows(lines, path, "SST-2 file", start=1, column="sentence",
+                                   tokenizer=tokenizer)
     if not sentences:
         raise InputError(f"SST-2 file {path} has a header but no rows")
     return sentences, np.array(labels, dtype=np.int64)
+
+
+def label_rows(lines, path, what, start=0, column="text", tokenizer=whitespace_tokens,
+               header=None, param=None):
+    """``(token lists, labels)`` of the rows ``column<TAB>0|1`` in ``lines[start:]`` (a
+    file's lines, numbered from 1), for SST-2 and the ``tsv`` data set alike.
+
+    A row has exactly two columns (a third would fold into the text), a label 0 or 1 and
+    a non-empty text; blank lines are skipped. ``header``: the line a caller took for the
+    header, named when the first row after it fails (a file of word labels).
+    """
+    texts, labels = [], []
+    for n, line in enumerate(lines[start:], start=start + 1):
+        if not line.strip():
+            continue
+        at, parts = f"{what} {path} line {n}", line.rstrip("\r").split("\t")
+        if len(parts) != 2:
+            found = "no tab" if len(parts) == 1 else f"{len(parts)} tab-separated columns"
+            raise InputError(f"{at} has {found}, not the 2 columns {column}<TAB>0|1: "
+                             f"{line[:60]!r}; keep only the {column} and the label (a tab "
+                             f"inside the {column}: make it a space)", param=param)
+        label = parts[1].strip()
+        if label not in ("0", "1"):
+            read = f"; line {header} was read as the header" if header and not texts else ""
+            raise InputError(f"{at} is not '{column}<TAB>0|1' (labels must be 0 or 1{read}): "
+                             f"{line[:60]!r}", param=param)
+        if not parts[0].strip():
+            raise InputError(f"{at} has an empty {column}; give its text or delete the row",
+                             param=param)
+        texts.append(tokenizer(parts[0]))
+        labels.append(int(label))
+    return texts, labels
 
 
 def labels_as_targets(labels):
