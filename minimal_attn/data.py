@@ -31,6 +31,7 @@ from minimal_attn.errors import (
     check_int_at_least,
     check_labels,
     check_real,
+    shape_of,
     shown,
 )
 
@@ -50,7 +51,7 @@ class Mosaics(NamedTuple):
 def check_mosaics(X, y, n_classes):
     """Require mosaics ``X`` (N, m, d), N >= 1, and labels ``y`` (N,) in 0..C-1 (any array
     namespace; the labels' range on host arrays). Returns the shape of ``X``."""
-    shape = tuple(getattr(X, "shape", np.shape(X)))
+    shape = shape_of(X)
     if len(shape) != 3 or shape[0] < 1:
         raise InputError(f"X must be mosaics (N, m, d) with N >= 1, got shape {shape}")
     check_labels(y, n_classes, n=shape[0])
@@ -59,7 +60,7 @@ def check_mosaics(X, y, n_classes):
 
 def check_log_attention(log_attention, n, m):
     """Require a fixed log attention (A, N, m) for the model's N mosaics of m segments."""
-    shape = tuple(getattr(log_attention, "shape", np.shape(log_attention)))
+    shape = shape_of(log_attention)
     if len(shape) != 3 or shape[1:] != (n, m):
         raise InputError(f"log attention of shape {shape} does not fit the model's {n} "
                          f"mosaics of {m} segments: pass the z and m of the model's data")

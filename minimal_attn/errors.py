@@ -145,6 +145,12 @@ def check_positive(name, value, param=None):
     return value
 
 
+def shape_of(a):
+    """The shape of an array of any namespace (its own ``.shape``: nothing is converted or
+    read back), or of a nested list."""
+    return tuple(a.shape) if hasattr(a, "shape") else np.shape(a)
+
+
 def dtype_is(dtype, kind):
     """Whether ``dtype`` is of ``kind``, "integer" or "floating" (real): NumPy and CuPy
     dtypes are ``np.dtype``; torch's and array-api-strict's print as "torch.int64", ...
@@ -162,7 +168,7 @@ def check_labels(y, n_classes, n=None, name="y", param=None):
     truncated, each giving a loss without error. The range is checked on host (NumPy)
     arrays only; a device array's dtype and length are checked without reading it back.
     """
-    shape = tuple(y.shape) if hasattr(y, "shape") else np.shape(y)
+    shape = shape_of(y)
     if len(shape) != 1 or (n is not None and shape[0] != n):
         count = "N" if n is None else f"N = {n}"
         raise InputError(f"{name} must be a vector of {count} integer class labels, one per "
