@@ -191,8 +191,11 @@ def lv_from_log_lik(scores, log_lik, weight=None, focus_grad=True):
     if not focus_grad:
         return loss, None, dlog_lik
     ll_j, ll_k = ll[..., :, None], ll[..., None, :]                    # (N, m, 1), (N, 1, m)
-    gap = xp.abs(ll_k - ll_j)                                          # (N, m, m)
-    size = xp.where(xp.isnan(gap), xp.zeros_like(gap), -xp.expm1(-gap))  # -inf pairs: 0
+    # two impossible segments (ll = -inf) would give -inf - -inf = NaN (and a warning);
+    # their pair weighs exp(-inf) = 0 below, so a floor serves (a gap to it stays huge)
+    floored = xp.maximum(ll, xp.finfo(ll.dtype).min)
+    gap = xp.abs(floored[..., None, :] - floored[..., :, None])        # (N, m, m)
+    size = -xp.expm1(-gap)
     sign = xp.where(ll_k > ll_j, xp.ones_like(gap), -xp.ones_like(gap))
     log_scale = (log_a[..., :, None] + log_a[..., None, :] + xp.maximum(ll_j, ll_k)
                  - log_m[..., None])                                   # <= 0: no overflow
