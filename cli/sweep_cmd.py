@@ -71,11 +71,15 @@ from minimal_attn.experiments.sweep_grid import expand, parse_tokens, read_grid_
               show_default=True,
               help="slurm: minutes per job (a job that runs out is requeued and resumes).")
 @click.option("--account", default=None, help="slurm: the account to charge.")
+@click.option("--retrain-other-data", is_flag=True,
+              help="Train anew a finished Table 1 cell whose record names other data than "
+                   "this run's (another --data-dir), its old record and folder set aside in "
+                   "OUT/other-data/ [default: such a rerun is refused in one line].")
 @click.option("--list", "list_only", is_flag=True,
               help="Print the cells of the grid and exit (nothing is run or written).")
 def sweep(settings, grid_tokens, grid_file, out, resume, engine, threads, device, data_dir,
           retries, max_running, cells_per_job, cpus_per_cell, gpus_per_cell, address,
-          num_cpus, cluster, partition, time_min, account, list_only):
+          num_cpus, cluster, partition, time_min, account, retrain_other_data, list_only):
     """Run a grid of V&R Table 1 cells (or Snell Table 2 rows) and merge them.
 
     Each cell is one data set, m and paradigm (and any other setting of the
@@ -124,7 +128,8 @@ def sweep(settings, grid_tokens, grid_file, out, resume, engine, threads, device
     on_interrupt(f"finished cells are kept in {out}/cells and the others have checkpoints: "
                  "rerun with --resume")
     report = run_sweep(out, grid, engine, resume, options, retries, log=click.echo,
-                       command=["attn-dyn", *sys.argv[1:]])
+                       command=["attn-dyn", *sys.argv[1:]],
+                       retrain_other_data=retrain_other_data)
     if report["failed"]:
         click.echo(f"{len(report['failed'])} of {len(report['cells'])} cells failed: "
                    + ", ".join(sorted(report["failed"])), err=True)

@@ -1,7 +1,9 @@
 """attn-dyn sweep after something went wrong: rerunning the same line retries a failed or
 damaged cell under the Slurm engine (never replays a finished job's old outcome), a job
-that sacct does not know or of another cluster kind is not waited for, and a resumed
-cell's record names every commit that ran it and the data it trained on."""
+that neither sacct nor squeue knows, or of another cluster kind, is not waited for (one
+that squeue lists, or cannot answer about, is), and a resumed cell's record names every
+commit that ran it and the data it trained on. Slurm is faked: a srun, sacct and squeue
+of a few shell lines first on PATH."""
 
 import json
 import os
@@ -13,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from minimal_attn.cli.main import cli
-from minimal_attn.experiments import sweep_engines, sweep_grid
+from minimal_attn.experiments import sweep_engines, sweep_grid, sweep_slurm
 from minimal_attn.experiments.sweep_cell import CRASH_ENV, make_task
 
 pytest.importorskip("torch")
@@ -52,16 +54,30 @@ def test_rerunning_the_same_line_retries_a_failed_and_a_damaged_cell_on_slurm(tm
     assert [e["cell"] for e in merged["cells"]] == [good] and merged["missing"] == [bad]
 
 
-def _engine(tmp_path, cluster, monkeypatch):
-    """A SlurmEngine; for cluster slurm a fake srun and a sacct that knows no job."""
+#: Fake squeue bodies: it lists no job; it lists jobs 777777 and 777778; it cannot answer.
+LISTS_NONE, LISTS_THEM = "exit 0", "echo '777777 777777'; echo '777778 777778'"
+NO_ANSWER = "echo 'slurm_load_jobs error: Unable to contact slurm controller' >&2; exit 1"
+
+
+def fake_slurm(tmp_path, monkeypatch, squeue=LISTS_NONE):
+    """A fake srun, a sacct that knows no job and ``squeue`` (a shell body; each call is
+    a line of ``tmp_path/squeue.calls``) first on PATH."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir(exist_ok=True)
+    calls = tmp_path / "squeue.calls"
+    for name, text in (("srun", "exit 0"), ("sacct", "echo 'JobID|State|NodeList'"),
+                       ("squeue", f"echo \"$*\" >> {calls}\n{squeue}")):
+        (bin_ / name).write_text(f"#!/bin/sh\n{text}\n")
+        (bin_ / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_}:{os.environ['PATH']}")
+    return calls
+
+
+def _engine(tmp_path, cluster, monkeypatch, squeue=LISTS_NONE):
+    """A SlurmEngine; for cluster slurm on :func:`fake_slurm`."""
     pytest.importorskip("submitit", reason="submitit is not installed")
     if cluster == "slurm":
-        bin_ = tmp_path / "bin"
-        bin_.mkdir()
-        for name, text in (("srun", "exit 0"), ("sacct", "echo 'JobID|State|NodeList'")):
-            (bin_ / name).write_text(f"#!/bin/sh\n{text}\n")
-            (bin_ / name).chmod(0o755)
-        monkeypatch.setenv("PATH", f"{bin_}:{os.environ['PATH']}")
+        fake_slurm(tmp_path, monkeypatch, squeue)
     return sweep_engines.make_engine("slurm", str(tmp_path / "out"), cluster=cluster)
 
 
@@ -75,21 +91,49 @@ def _waiting_task(tmp_path, job_id, cluster, age):
     return task
 
 
-def test_a_job_that_sacct_does_not_know_is_taken_as_dead(tmp_path, monkeypatch):
+def test_a_job_that_neither_sacct_nor_squeue_knows_is_taken_as_dead(tmp_path, monkeypatch):
     engine = _engine(tmp_path, "slurm", monkeypatch)
     lines = []
     old = _waiting_task(tmp_path, "777777", "slurm", age=3600)
     handles, rest = engine.reattach([old], lines.append)
     assert handles == [] and rest == [old]
     assert len(lines) == 1 and "job 777777 of an earlier driver is unknown to sacct" in lines[0]
+    assert "squeue does not list it" in lines[0]
     # one submitted lately is waited for, then taken as dead once the grace has passed
     fresh = _waiting_task(tmp_path, "777778", "slurm", age=0)
     handles, rest = engine.reattach([fresh], lines.append)
     assert len(handles) == 1 and rest == [] and len(lines) == 1
     assert engine.finished(handles, timeout=0) == []
-    monkeypatch.setattr(sweep_engines, "UNKNOWN_GRACE", 0)
+    monkeypatch.setattr(sweep_slurm, "UNKNOWN_GRACE", 0)
+    engine.squeued = (-float("inf"), None)          # the next poll asks squeue again
     (handle, outcomes), = engine.finished(handles, timeout=0)
     assert outcomes[0]["died"] and "job 777778 is unknown to sacct" in outcomes[0]["error"]
+
+
+@pytest.mark.parametrize("squeue", [LISTS_THEM, NO_ANSWER], ids=["listed", "no-answer"])
+def test_a_job_unknown_to_sacct_is_waited_for_while_squeue_lists_it_or_cannot_answer(
+        tmp_path, monkeypatch, squeue):
+    """sacct lagging or broken: a job squeue lists is alive, and one squeue cannot tell
+    about is not taken for dead: either would run twice, two writers of one cell."""
+    engine = _engine(tmp_path, "slurm", monkeypatch, squeue)
+    lines = []
+    old = [_waiting_task(tmp_path, "777777", "slurm", age=3600)]
+    handles, rest = engine.reattach(old, lines.append)
+    assert len(handles) == 1 and rest == [] and lines == []
+    monkeypatch.setattr(sweep_slurm, "UNKNOWN_GRACE", 0)
+    assert engine.finished(handles, timeout=0) == []
+
+
+def test_squeue_is_asked_once_a_poll_for_every_job(tmp_path, monkeypatch):
+    engine = _engine(tmp_path, "slurm", monkeypatch, LISTS_THEM)
+    calls = tmp_path / "squeue.calls"
+    monkeypatch.setattr(sweep_slurm, "UNKNOWN_GRACE", 0)
+    handles = [engine.reattach([_waiting_task(tmp_path, job, "slurm", age=3600)])[0][0]
+               for job in ("777777", "777778")]
+    assert len(calls.read_text().splitlines()) == 1          # the second job: the same answer
+    engine.squeued = (-float("inf"), None)                    # a poll later
+    assert engine.finished(handles, timeout=0) == []
+    assert calls.read_text().splitlines() == [f"-h -o %i %A -u {os.getuid()}"] * 2
 
 
 def test_a_job_of_the_other_cluster_kind_is_not_waited_for(tmp_path, monkeypatch):

@@ -108,11 +108,7 @@ class MosaicTable1:
                     "training every paradigm and seed", ("epochs", "seeds"))
         from minimal_attn.datasets.splits import load_mosaic_splits
 
-        source = "synthetic-vectors" if (c.backend, c.dataset) == ("numpy", "synthetic") \
-            else c.dataset
-        self.train, self.test, n_classes, self.names = load_mosaic_splits(
-            source, c.m, c.n_train, c.n_test, data_dir=c.data_dir, n_classes=c.n_classes,
-            foreground=c.foreground, seed=c.data_seed, test_images=c.test_images)
+        self.train, self.test, n_classes, self.names = load_mosaic_splits(**mosaic_arguments(c))
         self.c = replace(c, n_classes=n_classes, device=device)
         # test mosaics of training images: which foregrounds the classifier has fitted
         self.seen = foreground_seen(self.train, self.test) if c.test_images == "train" \
@@ -120,6 +116,18 @@ class MosaicTable1:
 
     def run_config(self, paradigm, seed):
         return run_config(self.c, paradigm, seed)
+
+    def fingerprint(self):
+        """The :func:`~minimal_attn.experiments.checkpoints.data_fingerprint` of the mosaics
+        this run would train on (what its checkpoints and a sweep cell's record name), read
+        as :meth:`load` reads them but with no torch, memory check or training: what a sweep
+        rerun compares with a finished cell's record
+        (:mod:`minimal_attn.experiments.sweep_data`)."""
+        from minimal_attn.datasets.splits import load_mosaic_splits
+        from minimal_attn.experiments.checkpoints import data_fingerprint
+
+        splits = load_mosaic_splits(**mosaic_arguments(check_config(self.c)))
+        return data_fingerprint(splits.train, splits.test)
 
     def checkpoint_reader(self):
         """The trainer class whose checkpoints the runs resume from, and the data's
@@ -185,6 +193,17 @@ class MosaicTable1:
         seen = {p: e["test_seen"] for p, e in results.items() if "test_seen" in e}
         return recipe_text(meta) + "\n" + summary_markdown(results, self.c.m, self.c.dataset) \
             + ("\n" + summary_lines(seen) if seen else "")
+
+
+def mosaic_arguments(c):
+    """The keyword arguments of :func:`~minimal_attn.datasets.splits.load_mosaic_splits`
+    for the (checked) config ``c``: every setting its mosaics depend on, and nothing else
+    (the NumPy backend's synthetic data are vector mosaics)."""
+    source = "synthetic-vectors" if (c.backend, c.dataset) == ("numpy", "synthetic") \
+        else c.dataset
+    return dict(dataset=source, m=c.m, n_train=c.n_train, n_test=c.n_test,
+                data_dir=c.data_dir, n_classes=c.n_classes, foreground=c.foreground,
+                seed=c.data_seed, test_images=c.test_images)
 
 
 def _per_seed(runs, value):

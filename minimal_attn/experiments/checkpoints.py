@@ -197,12 +197,18 @@ def data_fingerprint(*parts):
     return h.hexdigest()
 
 
+def hashed_rows(n):
+    """The instances of a set of ``n`` mosaics that :func:`data_fingerprint` hashes: a
+    slice, every (n // 16)-th (a sweep's rerun gathers only these, ``sweep_data``)."""
+    return slice(None, None, max(1, n // 16))
+
+
 def _pieces(part):
     """The byte strings :func:`data_fingerprint` hashes for one part."""
     if all(hasattr(part, key) for key in ("X", "y", "z")):
         X = np.asarray(part.X)                                   # (N, m, ...)
         yield repr((X.shape, str(X.dtype))).encode()
-        for array in (part.y, part.z, X[:: max(1, X.shape[0] // 16)]):
+        for array in (part.y, part.z, X[hashed_rows(X.shape[0])]):
             yield np.ascontiguousarray(array).tobytes()
     elif hasattr(part, "train_src"):
         yield repr((part.task, part.n_vocab, len(part.train_src), len(part.val_src))).encode()

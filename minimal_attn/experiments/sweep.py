@@ -8,7 +8,8 @@ merges the records (:mod:`minimal_attn.experiments.sweep_report`).
 
 Nothing lost, nothing done twice:
 
-* a cell whose record exists and matches its settings is skipped;
+* a cell whose record exists and matches its settings is skipped, once its data match
+  the record's (:mod:`minimal_attn.experiments.sweep_data`);
 * every other cell resumes from its own checkpoints (a worker that died, a
   driver that was killed); a record of other settings makes its cell start
   afresh;
@@ -27,6 +28,7 @@ from minimal_attn.experiments.io import ensure_dir, write_json
 from minimal_attn.experiments.results_store import cell_path
 from minimal_attn.experiments.run_folders import check_output_set
 from minimal_attn.experiments.sweep_cell import CRASH_STATUS, make_task, read_record, record_status
+from minimal_attn.experiments.sweep_data import check_data, set_aside
 from minimal_attn.experiments.sweep_engines import make_engine
 from minimal_attn.experiments.sweep_grid import add_settings, expand, operational
 from minimal_attn.experiments.sweep_report import write_merged
@@ -86,14 +88,17 @@ class _Counts:
 
 
 def run_sweep(out, grid=None, engine="local", resume=False, engine_options=None,
-              retries=2, log=None, command=None):
+              retries=2, log=None, command=None, retrain_other_data=False):
     """Run every cell of ``grid`` not yet done on ``engine``; write the merged result set.
 
     ``grid``: ``{key: [values]}`` (None with ``resume``: the grid in
     ``out/sweep.json``); ``engine_options``: keyword arguments of
     :func:`~minimal_attn.experiments.sweep_engines.make_engine`; ``log(line)``: progress.
     Returns ``{"cells", "done", "skipped", "failed": {name: error}}``. Every check
-    (grid, settings, ``out``, the engine's extra) comes before anything is written.
+    (grid, settings, ``out``, the engine's extra, the data of the finished cells) comes
+    before anything is written: a finished Table 1 cell whose record names other data
+    than ``data_dir`` gives is refused, or with ``retrain_other_data`` set aside and
+    trained afresh (:mod:`minimal_attn.experiments.sweep_data`).
     """
     log = log or (lambda line: None)
     check_output_set(out, "sweep")      # its merged files would replace another run's
@@ -108,13 +113,17 @@ def run_sweep(out, grid=None, engine="local", resume=False, engine_options=None,
     extra = operational(grid)
     if extra.get("data_dir") is not None:             # not one failed cell each
         check_folder(extra["data_dir"], param="data_dir")
+    statuses = {c.name: record_status(out, c) for c in cells}
+    other = check_data(out, cells, statuses, extra, retrain_other_data, log)
     runner = make_engine(engine, out, retries=retries, **(engine_options or {}))
     try:
         ensure_dir(out)
         _note_other_grid(out, cells, log)
         write_json(sweep_file(out), {"format": 1, "grid": grid,
                                      "cells": [c.name for c in cells]})
-        report = _drive(out, cells, extra, runner, retries, log, command)
+        set_aside(out, other, log)
+        statuses.update(dict.fromkeys(other, "other data"))
+        report = _drive(out, cells, statuses, extra, runner, retries, log, command)
     finally:
         runner.close()
     entries, missing = write_merged(out, cells, grid)
@@ -148,10 +157,10 @@ def _check_torch(cells):
                          "or sweep backend=numpy")
 
 
-def _drive(out, cells, extra, runner, retries, log, command):
+def _drive(out, cells, statuses, extra, runner, retries, log, command):
     counts, waiting, skipped = _Counts(len(cells)), [], []
     for cell in cells:
-        status = record_status(out, cell)
+        status = statuses[cell.name]
         if status == "done":
             counts.done += 1
             skipped.append(cell.name)
@@ -160,7 +169,7 @@ def _drive(out, cells, extra, runner, retries, log, command):
             if status == "stale":
                 log(f"{cell.name}: its record {cell_path(out, cell.name)} is of other "
                     "settings, unreadable or damaged: the cell runs afresh")
-            waiting.append(make_task(cell, out, extra, resume=status != "stale",
+            waiting.append(make_task(cell, out, extra, resume=status == "absent",
                                      command=command or ["attn-dyn", *sys.argv[1:]]))
     if skipped:
         log(f"{len(skipped)} of {len(cells)} cells already done; {len(waiting)} to run on "

@@ -65,6 +65,13 @@ def record_status(out, cell):
     return "done" if same else "stale"
 
 
+def died(tasks, why):
+    """The outcomes of ``tasks`` whose process ended without giving any (``why``: a line)."""
+    return [{"cell": t["cell"].name, "ok": False, "died": True, "error": why,
+             "log": os.path.join(cell_folder(t["out"], t["cell"].name), "log.txt"),
+             "seconds": None} for t in tasks]
+
+
 def read_record(out, name):
     """The record of cell ``name`` in the sweep ``out`` (:func:`.results_store.read_record`)."""
     return store_record(cell_path(out, name))
@@ -95,7 +102,9 @@ def make_task(cell, out, operational, resume=True, command=None):
             "command": list(command or [])}
 
 
-def _config(cell, operational):
+def cell_config(cell, operational):
+    """The :class:`~.config.ExperimentConfig` of a Table 1 ``cell`` with its ``operational``
+    settings (``data_dir``, ``device``, ...)."""
     from minimal_attn.experiments.config import ExperimentConfig
 
     s = dict(cell.settings)
@@ -108,19 +117,39 @@ def run_tasks(tasks):
     """Run cells one after another (one job of several cells); a list of outcomes.
 
     A cell whose matching record exists already (a requeued or resubmitted job
-    that had finished it) is not run again.
+    that had finished it) is not run again. A Slurm job's task (``claim``: its cluster
+    kind) first claims its cell's folder (:func:`.sweep_claim.claim`): a cell that
+    another live job writes fails in one line, untouched.
     """
-    out = []
-    for task in tasks:
-        if record_status(task["out"], task["cell"]) == "done":
-            record = read_record(task["out"], task["cell"].name)
-            out.append({"cell": task["cell"].name, "ok": True, "error": None,
-                        "record": record, "seconds": 0.0,
-                        "log": os.path.join(cell_folder(task["out"], task["cell"].name),
-                                            "log.txt")})
-        else:
-            out.append(run_task(task))
-    return out
+    return [_claimed(task) for task in tasks]
+
+
+def _claimed(task):
+    """One task's outcome: its record's if the cell is done, else :func:`run_task`'s (a
+    Slurm job's task only while it holds the claim on its cell)."""
+    done = _done(task)
+    if done or task.get("claim") is None:
+        return done or run_task(task)
+    from minimal_attn.experiments.sweep_claim import claim, release
+
+    folder, cluster = cell_folder(task["out"], task["cell"].name), task["claim"]
+    held = claim(folder, cluster)
+    if held:
+        return {"cell": task["cell"].name, "ok": False, "error": held, "record": None,
+                "seconds": 0.0, "log": os.path.join(folder, "log.txt")}
+    try:
+        return _done(task) or run_task(task)   # done by the job that held it just now?
+    finally:
+        release(folder, cluster)
+
+
+def _done(task):
+    """The outcome of a cell whose matching record exists; else None."""
+    if record_status(task["out"], task["cell"]) != "done":
+        return None
+    return {"cell": task["cell"].name, "ok": True, "error": None, "seconds": 0.0,
+            "record": read_record(task["out"], task["cell"].name),
+            "log": os.path.join(cell_folder(task["out"], task["cell"].name), "log.txt")}
 
 
 def _run_table1(task, folder, log):
@@ -132,7 +161,7 @@ def _run_table1(task, folder, log):
     from minimal_attn.experiments.cell_runners import fcam_result
 
     cell, epoch = task["cell"], task.get("crash_after_epoch")
-    data = MosaicTable1(_config(cell, task["operational"]))     # run_experiment, data kept
+    data = MosaicTable1(cell_config(cell, task["operational"]))     # run_experiment, data kept
     results, meta = run_table1(data, folder, resume=task["resume"], log=log,
                                on_epoch=_crash_hook(folder, epoch) if epoch else None)
     return (fcam_result(results, meta, cell.settings["paradigm"]), meta["device"],
