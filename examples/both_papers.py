@@ -43,11 +43,13 @@
 # `examples/paper2_agreement.py`); the paradigm trains the standard and second
 # models, and the uniform and frozen models (the $\beta^{uf}$ reference) and the
 # proxy are shared by all four rows. Sizes come from the environment
-# (`BOTH_SEEDS`, `BOTH_STEPS`, `BOTH_BATCH`, `BOTH_SST_STEPS`, `BOTH_OUT`).
+# (`BOTH_SEEDS`, `BOTH_STEPS`, `BOTH_BATCH`, `BOTH_SST_STEPS`, `BOTH_SST_TRAIN`,
+# `BOTH_SST_VAL`, `BOTH_OUT`; `--help` lists them).
 
 # %%
 import os
 import shutil
+import sys
 import tempfile
 import time
 from dataclasses import replace
@@ -55,6 +57,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _settings import integer, path, read
 from _shared_data import shared_data
 
 from minimal_attn.backends.snell.agreement import AgreementConfig, run_agreement
@@ -62,13 +65,22 @@ from minimal_attn.backends.snell.synthetic_experiments import run_synthetic
 from minimal_attn.backends.snell.synthetic_train import SyntheticConfig
 from minimal_attn.experiments.agreement_table import PAPER_TABLE2
 
+S = read(takes="17.6 minutes on one thread of the shared 2-core machine", data=("sst2",),
+         BOTH_SEEDS=integer(5, "seeds per copy condition and paradigm (batched)", low=1),
+         BOTH_STEPS=integer(500, "Adam steps on the copy tasks", low=1),
+         BOTH_BATCH=integer(16, "sequences per copy step", low=1),
+         BOTH_SST_STEPS=integer(500, "Adam steps of each SST-2 model", low=1),
+         BOTH_SST_TRAIN=integer(10000, "first N SST-2 training sentences", low=10),
+         BOTH_SST_VAL=integer(None, "first N SST-2 validation sentences; unset: all 872",
+                              low=1),
+         BOTH_OUT=path(Path(tempfile.gettempdir()) / "attn_dyn_both", "output folder; the "
+                       "SST-2 rows reuse the finished runs there"))
 torch.set_num_threads(1)
-HERE = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
-OUT = Path(os.environ.get("BOTH_OUT", os.path.join(tempfile.gettempdir(), "attn_dyn_both")))
-SEEDS = int(os.environ.get("BOTH_SEEDS", 5))
-STEPS = int(os.environ.get("BOTH_STEPS", 500))
-BATCH = int(os.environ.get("BOTH_BATCH", 16))
-SST_STEPS = int(os.environ.get("BOTH_SST_STEPS", 500))
+OUT, SEEDS, STEPS, BATCH = S.BOTH_OUT, S.BOTH_SEEDS, S.BOTH_STEPS, S.BOTH_BATCH
+SST_STEPS = S.BOTH_SST_STEPS
+if shared_data("sst2") is None:
+    print("SST-2 not found at ../shared/data/sst2: nothing to run (set ATTN_DYN_DATA)")
+    sys.exit(0)
 PARADIGMS = ("sa", "ha", "lv", "hybrid")
 START = time.time()
 
@@ -106,8 +118,9 @@ def summary(entry):
 # %%
 sst = {}
 base = AgreementConfig(task="classify", dataset="sst2", data_dir=str(shared_data("sst2")),
-                       hidden=32, emb=32, lr=1e-2, steps=SST_STEPS, eval_every=100, max_train=10000,
-                       proxy_d=64, kendall=False)
+                       hidden=32, emb=32, lr=1e-2, steps=SST_STEPS, eval_every=100,
+                       max_train=S.BOTH_SST_TRAIN, max_val=S.BOTH_SST_VAL, proxy_d=64,
+                       kendall=False)
 for p in PARADIGMS:
     out = OUT / f"sst2_{p}"
     if p != "sa":

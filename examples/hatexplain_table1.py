@@ -45,11 +45,11 @@
 # training posts, so the paper columns are a reference, not the same task. The
 # paper gives neither the number of epochs nor the batch size; we use the same
 # number of epochs for every paradigm (equal optimiser steps) and batch 128
-# (smaller batches make LV at the paper's lr 0.3 diverge). `HX_EPOCHS` and
-# `HX_SEEDS` set the size; the default (25 epochs, 1 seed, one thread) needs
-# about 12 minutes of CPU time (a 6-epoch run measured 175 s of CPU time; on
-# a loaded machine the wall time is longer). The same run is one command per
-# embedding:
+# (smaller batches make LV at the paper's lr 0.3 diverge). `HX_EPOCHS`,
+# `HX_SEEDS` and `HX_MAX_LEN` set the size (`--help` lists every setting); the
+# default (25 epochs, 1 seed, one thread) needs about 12 minutes of CPU time (a
+# 6-epoch run measured 175 s of CPU time; on a loaded machine the wall time is
+# longer). The same run is one command per embedding:
 #
 # ```
 # attn-dyn train --dataset hatexplain --data-dir ../shared/data/hatexplain --embedding standard \
@@ -60,25 +60,31 @@
 # ```
 
 # %%
-import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
+from _settings import choice, integer, path, read
 from _shared_data import shared_data
 
 from minimal_attn.backends.vr.text_train import HateXplainConfig, TextTrainConfig, run_hatexplain
 from minimal_attn.experiments.hatexplain_report import PAPER_ROWS, summary_markdown
 
-EPOCHS = int(os.environ.get("HX_EPOCHS", 25))
-SEEDS = int(os.environ.get("HX_SEEDS", 1))
-OUT = Path(os.environ.get("HX_OUT") or tempfile.mkdtemp(prefix="hatexplain_table1_"))
-torch.set_num_threads(int(os.environ.get("HX_THREADS", 1)))
-
-
-
+EMBEDDINGS = ("standard", "self-attention")          # HateXplain-1, HateXplain-2
+S = read(takes="about 12 minutes of CPU time (longer on a loaded machine)",
+         data=("hatexplain",),
+         HX_EPOCHS=integer(25, "epochs of every paradigm (equal optimiser steps)", low=1),
+         HX_SEEDS=integer(1, "seeds per paradigm", low=1),
+         HX_MAX_LEN=integer(None, "cut posts to their first N tokens; unset: every token",
+                            low=1),
+         HX_EMBEDDINGS=choice(EMBEDDINGS, "the rows to train", EMBEDDINGS, many=True),
+         HX_THREADS=integer(1, "torch CPU threads", low=1),
+         HX_OUT=path(None, "output folder; unset: a new temporary folder"))
+EPOCHS, SEEDS = S.HX_EPOCHS, S.HX_SEEDS
+OUT = S.HX_OUT or Path(tempfile.mkdtemp(prefix="hatexplain_table1_"))
+torch.set_num_threads(S.HX_THREADS)
 
 folder = shared_data("hatexplain")
 if folder is None:
@@ -103,9 +109,9 @@ def show(line):
         print(line, flush=True)
 
 
-for embedding in ("standard", "self-attention"):
+for embedding in S.HX_EMBEDDINGS:
     config = HateXplainConfig(train=TextTrainConfig(embedding=embedding, epochs=EPOCHS),
-                              seeds=SEEDS)
+                              seeds=SEEDS, max_len=S.HX_MAX_LEN)
     start = time.perf_counter()
     tables[embedding] = run_hatexplain(config, folder, OUT / embedding, log=show)
     wall[embedding] = time.perf_counter() - start

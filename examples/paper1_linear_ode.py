@@ -11,8 +11,8 @@
 # # The linear orthogonal FCAM: from gradients to Theorems 1 and 2
 #
 # Vashisht & Ramaswamy (2023), Section 4. This tutorial runs as a plain script
-# (`python examples/paper1_linear_ode.py`, about 20 s) and opens as a notebook
-# with jupytext.
+# (`python examples/paper1_linear_ode.py`, about 5 s; `--help` says what it does)
+# and opens as a notebook with jupytext.
 #
 # **Model.** A mosaic $X = (x_1, \dots, x_m)$, a linear focus $f(x) = u^\top x$,
 # attention $a = \mathrm{softmax}(Xu)$, a linear classifier $g(x) = Wx$ and the
@@ -28,10 +28,12 @@
 
 # %%
 import numpy as np
+from _settings import read
 
 from minimal_attn import data, dynamics, fcam, gradcheck, ode
 from minimal_attn.losses import LOSS_PARADIGMS
 
+read(takes="about 5 s")                   # no settings: --help, and refuses other arguments
 m, C = 5, 3
 D = data.exact_population(m, C, seed=0)
 print("exact population:", D.X.shape, "= 2 signs x C labels x m positions, each (m, d)")

@@ -48,24 +48,45 @@
 #   500 validation pairs), proxy width 256 (A.10).
 #
 # Set `FULL=1` (or run the CLI command in `docs/paper2_neural.md`) for the
-# paper's sizes on a GPU.
+# paper's sizes on a GPU; `AGREE_STEPS`, `AGREE_TRAIN`, `AGREE_VAL` and
+# `AGREE_VOCAB` override the recipe's sizes, `ATTN_DYN_OUT` the output folder
+# (`--help` lists them).
 
 # %%
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
 import torch
+from _settings import flag, integer, path, read
 from _shared_data import shared_data
 
 from minimal_attn.backends.snell.agreement import AgreementConfig, run_agreement
 from minimal_attn.experiments.agreement_table import COLUMNS, PAPER_TABLE2
 
-torch.set_num_threads(1)
 HERE = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
-OUT = Path(os.environ.get("ATTN_DYN_OUT", HERE.parent / "out" / "paper2_agreement"))
-FULL = os.environ.get("FULL") == "1"
+S = read(takes="about 17 minutes on one thread (SST-2 3, Multi30k 14)",
+         data=("sst2", "multi30k"),
+         FULL=flag("the paper's sizes (for a GPU) instead of the CPU recipe below"),
+         ATTN_DYN_OUT=path(HERE.parent / "out" / "paper2_agreement",
+                           "output folder; a rerun reuses its finished runs"),
+         AGREE_STEPS=integer(None, "Adam steps per model; unset: the recipe's (500 SST-2, "
+                             "1,000 Multi30k)", low=1),
+         AGREE_TRAIN=integer(None, "first N training examples of each task; unset: the "
+                             "recipe's (10,000 SST-2, every Multi30k pair)", low=1),
+         AGREE_VAL=integer(None, "first N validation examples; unset: the recipe's (872 "
+                           "SST-2, 500 Multi30k)", low=1),
+         AGREE_VOCAB=integer(None, "Multi30k SentencePiece pieces; unset: the recipe's "
+                             "(1,000)", low=8))
+torch.set_num_threads(1)
+OUT, FULL = S.ATTN_DYN_OUT, S.FULL
+if shared_data("sst2") is None or shared_data("multi30k") is None:
+    print("SST-2 or Multi30k not found at ../shared/data: nothing to run (set ATTN_DYN_DATA)")
+    sys.exit(0)
+SIZE = {k: v for k, v in (("steps", S.AGREE_STEPS), ("max_train", S.AGREE_TRAIN),
+                          ("max_val", S.AGREE_VAL)) if v is not None}
 
 SMALL = {"sst2": dict(task="classify", hidden=32, emb=32, lr=1e-2, steps=500,
                       eval_every=100, max_train=10000, proxy_d=64),
@@ -85,7 +106,9 @@ PAPER = {"sst2": dict(task="classify"), "multi30k": dict(task="translate")}
 # %%
 results, walls = {}, {}
 for name in ("sst2", "multi30k"):
-    settings = (PAPER if FULL else SMALL)[name]
+    settings = {**(PAPER if FULL else SMALL)[name], **SIZE}
+    if name == "multi30k" and S.AGREE_VOCAB is not None:
+        settings["vocab_size"] = S.AGREE_VOCAB
     config = AgreementConfig(dataset=name, data_dir=str(shared_data(name)), seed=0, **settings)
     start = time.time()
     results[name] = run_agreement(config, str(OUT / name),

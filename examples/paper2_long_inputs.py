@@ -19,24 +19,35 @@
 # last token). Data: synthetic keyword sets of 10, 40 and 80 tokens, SST-2
 # sentences, HateXplain posts, and SST-2 sentences of one label concatenated to at
 # least 40 tokens ("SST-2 x3"). docs/paper2_neural.md ("Longer inputs") holds the numbers and
-# the reading. About 2.5 minutes on a quiet 2-core machine (5 beside another job).
+# the reading. About 2.5 minutes on a quiet 2-core machine (5 beside another job);
+# `LONG_STEPS`, `LONG_TRAIN` and `LONG_VAL` set the size, `ATTN_DYN_OUT` the output
+# folder (`--help` lists them).
 
 # %%
 import collections
-import os
 import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
+from _settings import integer, path, read
 from _shared_data import shared_data
 
 from minimal_attn import agreement, proxy
 from minimal_attn.backends.snell.train import SeqTrainConfig, load_run, train_seq
 from minimal_attn.datasets.seq import load_text_task
 
+S = read(takes="about 2.5 minutes on a quiet 2-core machine", data=("sst2", "hatexplain"),
+         ATTN_DYN_OUT=path(Path(tempfile.gettempdir()) / "attn_dyn_long", "output folder"),
+         LONG_STEPS=integer(500, "Adam steps of each uniform-attention model (checkpoints "
+                            "at the first steps, half way and the end)", low=2),
+         LONG_TRAIN=integer(None, "training examples per data set; unset: 4,000 (HateXplain: "
+                            "every training post)", low=10),
+         LONG_VAL=integer(None, "validation examples per data set; unset: all (500 keyword "
+                          "sets, 872 SST-2)", low=1))
 torch.set_num_threads(1)
-OUT = Path(os.environ.get("ATTN_DYN_OUT", Path(tempfile.gettempdir()) / "attn_dyn_long"))
+OUT = S.ATTN_DYN_OUT
+N_TRAIN, N_VAL = S.LONG_TRAIN or 4000, S.LONG_VAL
 SST2 = shared_data("sst2")
 SETTINGS = {"default": dict(hidden=32), "fast embeddings": dict(hidden=32, emb=32, lr=1e-2)}
 
@@ -46,7 +57,7 @@ def keyword_set(folder, length, seed=0):
     rng = np.random.default_rng(seed)
     fillers = [f"w{j}" for j in range(200)]
     folder.mkdir(parents=True, exist_ok=True)
-    for name, n in (("train.tsv", 4000), ("dev.tsv", 500)):
+    for name, n in (("train.tsv", N_TRAIN), ("dev.tsv", N_VAL or 500)):
         rows = []
         for i in range(n):
             words = list(rng.choice(fillers, length - 1))
@@ -60,8 +71,8 @@ def concatenated_sst2(folder, target=40, seed=0):
     """Same-label SST-2 sentences joined until at least ``target`` tokens."""
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
-    for split, name, n, min_words in (("train.tsv", "train.tsv", 4000, 8),
-                                      ("test.tsv", "dev.tsv", 872, 1)):
+    for split, name, n, min_words in (("train.tsv", "train.tsv", N_TRAIN, 8),
+                                      ("test.tsv", "dev.tsv", N_VAL or 872, 1)):
         rows = [line.rstrip("\n").rsplit("\t", 1) for line in open(SST2 / split)][1:]
         by = {y: [t.strip() for t, lab in rows if int(lab) == y and len(t.split()) >= min_words]
               for y in (0, 1)}
@@ -77,9 +88,10 @@ def concatenated_sst2(folder, target=40, seed=0):
 
 def where_beta_uf_peaks(dataset, folder, out, max_train=None, keywords=(), **settings):
     """Train the uniform model and the proxy; one line per checkpoint."""
-    task = load_text_task("classify", dataset, folder, max_train)
-    train_seq(task, SeqTrainConfig(task="classify", attention="uniform", steps=500,
-                                   eval_every=250, device="cpu", **settings), out)
+    task = load_text_task("classify", dataset, folder, max_train, N_VAL)
+    train_seq(task, SeqTrainConfig(task="classify", attention="uniform", steps=S.LONG_STEPS,
+                                   eval_every=S.LONG_STEPS // 2, device="cpu", **settings),
+              out)
     params, _ = proxy.train_proxy(task.train_src, task.train_tgt, task.n_vocab, 2,
                                   proxy.ProxyConfig(d=256, epochs=5),
                                   val=(task.val_src, task.val_tgt))
@@ -119,12 +131,13 @@ for length in (10, 40, 80):
 if SST2 is None:
     print("SST-2 not found (set ATTN_DYN_DATA); skipping the real-data part")
 else:
-    print("SST-2 sentences (first 4,000 training phrases)")
-    where_beta_uf_peaks("sst2", SST2, OUT / "runs_sst2", max_train=4000, **SETTINGS["default"])
+    print(f"SST-2 sentences (first {N_TRAIN:,} training phrases)")
+    where_beta_uf_peaks("sst2", SST2, OUT / "runs_sst2", max_train=N_TRAIN,
+                        **SETTINGS["default"])
     if shared_data("hatexplain") is not None:
         print("HateXplain posts (official train/val split)")
         where_beta_uf_peaks("hatexplain", shared_data("hatexplain"), OUT / "runs_hatexplain",
-                            **SETTINGS["default"])
+                            max_train=S.LONG_TRAIN, **SETTINGS["default"])
     long_folder = concatenated_sst2(OUT / "sst2x3")
     for name, settings in SETTINGS.items():
         print(f"SST-2 x3, {name} settings {settings}")

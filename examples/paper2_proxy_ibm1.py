@@ -14,7 +14,9 @@
 # Attention Learns", Sections 2.3, 3.1 and 4. This tutorial runs as a plain
 # script (`python examples/paper2_proxy_ibm1.py`, well under a minute) on a
 # slice of Multi30k in `../shared/data/multi30k` (or `$ATTN_DYN_DATA/multi30k`, or the
-# folder in `$MULTI30K`), and opens as a notebook with jupytext.
+# folder in `$MULTI30K`), and opens as a notebook with jupytext. The sizes come
+# from the environment (`PROXY_PAIRS`, `PROXY_HELD`, `PROXY_EPOCHS`, `PROXY_MAX_D`;
+# `--help` lists them).
 #
 # **The claim.** Early in training the attention of a seq2seq model is nearly
 # uniform, so every output word $y_t$ is predicted from the same average of the
@@ -33,23 +35,31 @@
 # $\beta^{px}_{t,l} = \mathrm{softmax}(W e_{x_l})[y_t]$.
 
 # %%
-import os
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
+from _settings import integer, path, read
 from _shared_data import shared_data
 
 from minimal_attn import agreement, ibm1, proxy, proxy_velocity
 from minimal_attn.datasets.text import Vocab, labels_as_targets, read_multi30k, read_sst2
 
-DATA = Path(os.environ["MULTI30K"]) if os.environ.get("MULTI30K") else shared_data("multi30k")
-if DATA is None or not DATA.is_dir():
-    sys.exit(f"Multi30k not found at {DATA or '../shared/data/multi30k'}; set MULTI30K (or "
+S = read(takes="well under a minute", data=("multi30k", "sst2"),
+         MULTI30K=path(None, "the Multi30k folder (train.de, train.en); unset: the shared "
+                       "data's", folder_exists=True),
+         PROXY_PAIRS=integer(3000, "Multi30k training pairs (the count table, EM, the proxy)",
+                             low=10),
+         PROXY_HELD=integer(300, "held-out pairs the agreement is measured on", low=1),
+         PROXY_EPOCHS=integer(4, "epochs of the translation proxy", low=1),
+         PROXY_MAX_D=integer(4096, "largest width d of the initial-velocity check (16, 64, "
+                             "256, 1024, 4096 up to it)", low=64))
+DATA = S.MULTI30K or shared_data("multi30k")
+if DATA is None:
+    sys.exit("Multi30k not found at ../shared/data/multi30k; set MULTI30K (or "
              "ATTN_DYN_DATA) to the folder with train.de/train.en")
 
-N_TRAIN, N_HELD = 3000, 300
+N_TRAIN, N_HELD = S.PROXY_PAIRS, S.PROXY_HELD
 t_start = time.perf_counter()
 src, tgt = read_multi30k(DATA, "train", src_lang="de", tgt_lang="en",
                          max_pairs=N_TRAIN + N_HELD)
@@ -81,7 +91,8 @@ def show(table_row, k=4):
 
 C = ibm1.count_table(x_tr, y_tr, len(sv), len(tv))            # (|I|, |O|)
 trans = ibm1.trans_from_counts(C)
-for word in ("hund", "frau", "mann", "rot"):
+WORDS = [w for w in ("hund", "frau", "mann", "rot") if w in sv.stoi]   # all at 3,000 pairs
+for word in WORDS:
     print(f"Trans(. | {word:5s}): {show(trans[sv.stoi[word]])}")
 
 # %% [markdown]
@@ -99,7 +110,7 @@ model = ibm1.train_ibm1(x_tr, y_tr, len(sv), len(tv), iterations=10, null=True)
 print("log-likelihood per target word:",
       " ".join(f"{ll / sum(map(len, y_tr)):.3f}" for ll in model.log_likelihood))
 em_table = model.to_dense()[:len(sv)]                     # drop the NULL row
-for word in ("hund", "frau", "mann", "rot"):
+for word in WORDS:
     print(f"t(. | {word:5s}) after EM: {show(em_table[sv.stoi[word]])}")
 
 # %% [markdown]
@@ -118,7 +129,7 @@ for word in ("hund", "frau", "mann", "rot"):
 # %%
 small_v, small_t = Vocab.build(src[:300], min_count=3), Vocab.build(tgt[:300], min_count=3)
 xs, ys = small_v.encode_all(src[:300]), small_t.encode_all(tgt[:300])
-dims = [16, 64, 256, 1024, 4096]
+dims = [d for d in (16, 64, 256, 1024, 4096) if d <= S.PROXY_MAX_D]
 err = proxy_velocity.init_velocity_error(xs, ys, len(small_v), len(small_t), dims, n_seeds=2)
 for d, e in zip(dims, err):
     print(f"d = {d:5d}: relative error {e:.4f}   (error * sqrt(d) = {e * np.sqrt(d):.2f})")
@@ -139,7 +150,7 @@ print(f"log-log slope {np.polyfit(np.log(dims), np.log(err), 1)[0]:.2f} (1/sqrt(
 # so it ranks positions identically and gives the same A.
 
 # %%
-cfg = proxy.ProxyConfig(d=64, epochs=4, batch_size=64, lr=0.01, seed=0)
+cfg = proxy.ProxyConfig(d=64, epochs=S.PROXY_EPOCHS, batch_size=64, lr=0.01, seed=0)
 params, history = proxy.train_proxy(x_tr, y_tr, len(sv), len(tv), cfg, val=(x_ho, y_ho))
 for rec in history:
     print(f"epoch {rec['epoch']}: train {rec['train_loss']:.3f}, held-out "

@@ -59,7 +59,8 @@
 # ```
 #
 # with `DIR` the official `cifar-10-batches-py` (all 50,000 training images), or as
-# cells of a few minutes each (`attn-dyn cells list`, docs/cells.md).
+# cells of a few minutes each (`attn-dyn cells list`, docs/cells.md). Here
+# `CIFAR_EPOCHS` and `CIFAR_FRACTION` (of the mosaics) shrink the run (`--help`).
 
 # %%
 import sys
@@ -67,6 +68,7 @@ import time
 
 import numpy as np
 import torch
+from _settings import integer, number, read
 from _shared_data import shared_data
 
 from minimal_attn import PARADIGMS
@@ -74,12 +76,15 @@ from minimal_attn.backends.vr.train import TrainConfig, train_run
 from minimal_attn.datasets import cifar, mosaics
 from minimal_attn.experiments.train_report import PAPER_TABLE1
 
-SIZES = {5: (2000, 1000), 20: (500, 500)}      # m -> (training mosaics, test mosaics)
-EPOCHS, BATCH, SEED = 6, 25, 0
-
-
-
-
+S = read(takes="about 7 minutes on an idle 2-core CPU (13-14 beside another job)",
+         data=("cifar10",),
+         CIFAR_EPOCHS=integer(6, "epochs of every paradigm", low=1),
+         CIFAR_FRACTION=number(1.0, "fraction of the mosaics (m = 5: 2,000 training and 1,000 "
+                               "test; m = 20: 500 and 500)", low=0.001, high=1.0))
+FULL_SIZES = {5: (2000, 1000), 20: (500, 500)}      # m -> (training mosaics, test mosaics)
+SIZES = {m: tuple(max(1, round(S.CIFAR_FRACTION * n)) for n in sizes)
+         for m, sizes in FULL_SIZES.items()}
+EPOCHS, BATCH, SEED = S.CIFAR_EPOCHS, 25, 0
 
 folder = shared_data("cifar10")
 if folder is None:

@@ -37,7 +37,9 @@
 # minutes on the idle 2-core machine (`TABLE1_CPU_THREADS=2`) from the per-epoch cost
 # measured alone; on the shared machine its training took 261 + 124 min summed over
 # its processes (the README's block), and one thread (the default) is faster there.
-# `TABLE1_CPU=reduced` runs a small version (1/15 of the work; 8.6 min at load 2);
+# `TABLE1_CPU=reduced` runs a small version (1/15 of the work; 8.6 min at load 2),
+# and `TABLE1_CPU_TRAIN`, `TABLE1_CPU_TEST`, `TABLE1_CPU_EPOCHS` and
+# `TABLE1_CPU_SEEDS` set the size outright (`--help` lists every setting);
 # `TABLE1_CPU_OUT` sets the output folder (default `runs/table1_cpu`),
 # `TABLE1_CPU_DEVICE=cuda` runs the same on a GPU.
 # `TABLE1_CPU_PARADIGMS=sa,lv` trains only those paradigms and
@@ -55,6 +57,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _settings import choice, flag, integer, path, read
 from _shared_data import shared_data
 
 from minimal_attn import PARADIGMS
@@ -65,15 +68,42 @@ from minimal_attn.backends.vr.table1 import (
 )
 from minimal_attn.experiments.train_report import PAPER_TABLE1
 
-REDUCED = os.environ.get("TABLE1_CPU", "") == "reduced"
-M, SEEDS, WIDTH = 5, 5, 1.0
-N_TRAIN, N_TEST, EPOCHS = (600, 300, 4) if REDUCED else (3000, 1000, 12)
-OUT = Path(os.environ.get("TABLE1_CPU_OUT", "runs/table1_cpu"))
-DEVICE = os.environ.get("TABLE1_CPU_DEVICE", "cpu")
-THREADS = int(os.environ.get("TABLE1_CPU_THREADS", "1"))
-README = Path(__file__).resolve().parent.parent / "README.md"
-ONLY = [p for p in os.environ.get("TABLE1_CPU_PARADIGMS", "").split(",") if p]
-RECIPES = [r for r in os.environ.get("TABLE1_CPU_RECIPES", "").split(",") if r]
+SIZES = {"full": (3000, 1000, 12), "reduced": (600, 300, 4)}   # training, test mosaics, epochs
+RECIPE_NAMES = ("authors", "paper_sgd")
+S = read(takes="hours on the shared 2-core machine (261 + 124 minutes of training summed "
+         "over processes; sized at 45 minutes on the idle machine with TABLE1_CPU_THREADS=2); "
+         "TABLE1_CPU=reduced: 8.6 minutes at load 2",
+         data=("cifar10",),
+         TABLE1_CPU=choice("full", "the size (reduced: 1/15 of the work)",
+                           tuple(SIZES)),
+         TABLE1_CPU_TRAIN=integer(None, "training mosaics; unset: the size's (3000, reduced "
+                                  "600)", low=1),
+         TABLE1_CPU_TEST=integer(None, "test mosaics; unset: the size's (1000, reduced 300)",
+                                 low=1),
+         TABLE1_CPU_EPOCHS=integer(None, "epochs; unset: the size's (12, reduced 4)", low=1),
+         TABLE1_CPU_SEEDS=integer(5, "seeds of the authors' recipe (batched)", low=1),
+         TABLE1_CPU_OUT=path(Path("runs/table1_cpu"), "output folder; a rerun resumes the "
+                             "runs there"),
+         TABLE1_CPU_DEVICE=choice("cpu", "torch device", ("cpu", "cuda", "auto")),
+         TABLE1_CPU_THREADS=integer(1, "torch CPU threads per process", low=1),
+         TABLE1_CPU_PARADIGMS=choice(PARADIGMS, "train only these paradigms (then rerun "
+                                     "without it to collect)", PARADIGMS, many=True),
+         TABLE1_CPU_RECIPES=choice(RECIPE_NAMES, "train only these recipes (then rerun "
+                                   "without it to collect)", RECIPE_NAMES, many=True),
+         TABLE1_CPU_UPDATE_README=flag("rewrite the README's CPU table from the results "
+                                       "(full size only)"))
+REDUCED = S.TABLE1_CPU == "reduced"
+M, SEEDS, WIDTH = 5, S.TABLE1_CPU_SEEDS, 1.0
+N_TRAIN, N_TEST, EPOCHS = SIZES[S.TABLE1_CPU]
+N_TRAIN, N_TEST = S.TABLE1_CPU_TRAIN or N_TRAIN, S.TABLE1_CPU_TEST or N_TEST
+EPOCHS = S.TABLE1_CPU_EPOCHS or EPOCHS
+FULL_SIZE = (N_TRAIN, N_TEST, EPOCHS, SEEDS) == (*SIZES["full"], 5)   # the README's table
+OUT, DEVICE, THREADS = S.TABLE1_CPU_OUT, S.TABLE1_CPU_DEVICE, S.TABLE1_CPU_THREADS
+HERE = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()  # notebook
+README = HERE.parent / "README.md"
+ONLY = [p for p in PARADIGMS if p in S.TABLE1_CPU_PARADIGMS]
+RECIPES = [r for r in RECIPE_NAMES if r in S.TABLE1_CPU_RECIPES]
+PARTIAL = len(ONLY) < len(PARADIGMS) or len(RECIPES) < len(RECIPE_NAMES)
 
 folder = shared_data("cifar10")
 if folder is None:
@@ -81,8 +111,8 @@ if folder is None:
     sys.exit(0)
 start, load_before = time.perf_counter(), os.getloadavg()
 print(f"{'REDUCED run (TABLE1_CPU=reduced)' if REDUCED else 'full CPU run'}: CIFAR-10, m={M}, "
-      f"{N_TRAIN} training / {N_TEST} test mosaics, {EPOCHS} epochs, width {WIDTH}, "
-      f"{THREADS} thread(s); load average at start {load_before[0]:.1f} on "
+      f"{N_TRAIN} training / {N_TEST} test mosaics, {EPOCHS} epochs, {SEEDS} seeds, width "
+      f"{WIDTH}, {THREADS} thread(s); load average at start {load_before[0]:.1f} on "
       f"{os.cpu_count()} CPUs")
 
 # %% [markdown]
@@ -98,7 +128,7 @@ print(f"{'REDUCED run (TABLE1_CPU=reduced)' if REDUCED else 'full CPU run'}: CIF
 # %%
 size = dict(dataset="cifar10", data_dir=str(folder), m=M, n_train=N_TRAIN, n_test=N_TEST,
             epochs=EPOCHS, width=WIDTH, device=DEVICE, threads=THREADS,
-            switch_epoch="auto", paradigms=ONLY or list(PARADIGMS))
+            switch_epoch="auto", paradigms=ONLY)
 given = set(size) | {"seeds", "batch_size"}
 authors = apply_protocol(ExperimentConfig(**size, seeds=SEEDS, batch_seeds=True),
                          "authors", explicit=given)
@@ -116,14 +146,14 @@ def log(line):
 
 runs = {}
 for name, config in (("authors", authors), ("paper_sgd", paper)):
-    if RECIPES and name not in RECIPES:
+    if name not in RECIPES:
         continue
     t0 = time.perf_counter()
     results, meta = run_experiment(config, out=str(OUT / name), resume=True, log=log)
     runs[name] = (results, meta, time.perf_counter() - t0)
     print(f"{name}: {runs[name][2]:.0f} s")
-if ONLY or RECIPES:
-    print(f"trained {', '.join(ONLY or PARADIGMS)} ({', '.join(RECIPES or runs)}); rerun "
+if PARTIAL:
+    print(f"trained {', '.join(ONLY)} ({', '.join(RECIPES)}); rerun "
           "without TABLE1_CPU_PARADIGMS and TABLE1_CPU_RECIPES to collect")
     sys.exit(0)
 
@@ -194,12 +224,14 @@ text = (
     + "; paper's SGD: " + ", ".join(f"{p} {v:.2f}" for p, v in final_az["paper_sgd"].items())
     + f" (1/m = {1 / M:.2f}). {n_stopped} of {len(PARADIGMS) * SEEDS} runs reached the stop "
     f"rule (loss 0.05). Training time {training_minutes('authors'):.0f} min (authors' "
-    f"recipe, 5 seeds batched) + {training_minutes('paper_sgd'):.0f} min (SGD), "
+    f"recipe, {SEEDS} seeds batched) + {training_minutes('paper_sgd'):.0f} min (SGD), "
     f"{THREADS} thread(s) per process, on the 2-core machine shared with other jobs.\n")
 print("\n" + text)
 (OUT / "table1_cpu.md").write_text(text)
 
-if os.environ.get("TABLE1_CPU_UPDATE_README") == "1" and not REDUCED:
+if S.TABLE1_CPU_UPDATE_README and not FULL_SIZE:
+    print("README not rewritten: its table is the full size's (unset the size settings)")
+elif S.TABLE1_CPU_UPDATE_README:
     begin, end = "<!-- table1-cpu:begin -->\n", "<!-- table1-cpu:end -->"
     readme = README.read_text()
     i, j = readme.index(begin) + len(begin), readme.index(end)
