@@ -1,16 +1,26 @@
 """Shared test configuration: hypothesis profiles and the shared data folder."""
 
 import contextlib
-import os
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+from strategies import STRESS_FACTOR, hypothesis_profile
 
+# Profiles: ``dev`` by default, ``ci`` when CI is set (40 fixed examples), and ``stress``
+# when ATTN_DYN_HYPOTHESIS=stress (1,000 fresh examples a test, and a test's own
+# max_examples times STRESS_FACTOR through strategies.examples): a search for the example
+# CI's 40 never draw, e.g. ``ATTN_DYN_HYPOTHESIS=stress pytest tests/test_losses.py
+# --hypothesis-seed=random``. ATTN_DYN_HYPOTHESIS=dev or ci picks those profiles by name.
+# Stress keeps no example database (.hypothesis/ is shared by whoever runs the tests
+# next) and prints the @reproduce_failure blob of a failure instead.
 settings.register_profile("dev", deadline=None, max_examples=25)
 settings.register_profile("ci", deadline=None, max_examples=40, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile("ci" if os.environ.get("CI") else "dev")
+settings.register_profile("stress", deadline=None, max_examples=40 * STRESS_FACTOR,
+                          derandomize=False, database=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(hypothesis_profile())
 
 #: ../shared/data beside the checkout (read-only; tests skip when it is absent). The one
 #: place the tests name it: take the ``shared_data`` or ``shared_dataset`` fixture

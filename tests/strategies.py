@@ -1,8 +1,23 @@
 """Hypothesis strategies shared by the tests: shapes first, then arrays, then labels."""
 
+import os
+
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+
+#: The stress profile's multiplier of every example count (tests/conftest.py).
+STRESS_FACTOR = 25
+
+
+def hypothesis_profile():
+    """The hypothesis profile to load: ATTN_DYN_HYPOTHESIS if set, else ci under CI, else dev."""
+    return os.environ.get("ATTN_DYN_HYPOTHESIS") or ("ci" if os.environ.get("CI") else "dev")
+
+
+def examples(n):
+    """A test's own ``max_examples``: n under dev and ci, n * STRESS_FACTOR under stress."""
+    return n * STRESS_FACTOR if hypothesis_profile() == "stress" else n
 
 
 def floats(lo, hi):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import vector_pair
+from strategies import examples, vector_pair
 
 from minimal_attn import agreement as agr
 from minimal_attn.errors import InputError
@@ -60,7 +60,7 @@ def test_baseline_is_the_mean_over_shuffles():
     assert agr.agreement_baseline(v) == pytest.approx(np.mean(shifts))
 
 
-@settings(deadline=None, max_examples=60)
+@settings(deadline=None, max_examples=examples(60))
 @given(data=st.data())
 def test_agreement_properties(data):
     L = data.draw(st.integers(1, 50))
@@ -74,6 +74,16 @@ def test_agreement_properties(data):
     assert agr.agreement(u, dense_rank) == a
     assert 0 < agr.agreement_baseline(v) <= 1
     assert agr.agreement_rows(u[None], v[None]).tolist() == [a]
+    # the values: Snell Eq. (10) read off sorted v (the k-th largest is the bar; strict >
+    # counts fewer than k above v_l* iff v_l* >= that bar); A-hat is the fraction of
+    # positions at or above the bar, and A averaged over every position as u's top
+    # (one-hot u at each l). Comparisons only, so exact; the means to an ulp
+    k = -(-5 * L // 100)                                        # ceil(L / 20), in integers
+    bar = np.sort(v)[::-1][k - 1]                                # v's k-th largest
+    assert a == int(v[np.argmax(u)] >= bar)
+    assert agr.agreement_baseline(v) == pytest.approx(np.mean(v >= bar), rel=1e-12)
+    assert agr.agreement_baseline(v) == pytest.approx(
+        np.mean([agr.agreement(np.eye(L)[i], v) for i in range(L)]), rel=1e-12)
 
 
 def test_bad_shapes():

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import examples
 
 from minimal_attn import ibm1
 from minimal_attn._xp import cupy_available, to_numpy
@@ -75,7 +76,7 @@ def test_count_table_counts_every_occurrence():
     np.testing.assert_allclose(C, [[4 / 3], [2 / 3]])
 
 
-@settings(deadline=None, max_examples=40)
+@settings(deadline=None, max_examples=examples(40))
 @given(data=st.data())
 def test_first_e_step_from_uniform_is_eq16(data):
     src, tgt, n_src, n_tgt = data.draw(corpus())
@@ -153,7 +154,7 @@ def test_em_with_null_first_iteration_by_hand():
     np.testing.assert_allclose(model.to_dense(), [[5 / 8, 3 / 8], [1.0, 0.0], [5 / 8, 3 / 8]])
 
 
-@settings(deadline=None, max_examples=40)
+@settings(deadline=None, max_examples=examples(40))
 @given(data=st.data())
 def test_em_matches_textbook_loops_with_repeats(data):
     src, tgt, n_src, n_tgt = data.draw(corpus())
@@ -167,7 +168,7 @@ def test_em_matches_textbook_loops_with_repeats(data):
     np.testing.assert_allclose(model.log_likelihood, ll_ref, rtol=1e-10, atol=1e-10)
 
 
-@settings(deadline=None, max_examples=40)
+@settings(deadline=None, max_examples=examples(40))
 @given(data=st.data())
 def test_sparse_em_equals_the_literal_dense_em(data):
     src, tgt, n_src, n_tgt = data.draw(corpus())
@@ -183,7 +184,7 @@ def test_sparse_em_equals_the_literal_dense_em(data):
         assert table[i].sum() == pytest.approx(1.0)
 
 
-@settings(deadline=None, max_examples=40)
+@settings(deadline=None, max_examples=examples(40))
 @given(data=st.data())
 def test_log_likelihood_never_decreases_and_rows_sum_to_one(data):
     src, tgt, n_src, n_tgt = data.draw(corpus(max_pairs=10, max_vocab=7))

@@ -20,6 +20,11 @@ def test_attention_rows_sum_to_one_and_ignore_shift(data):
     a = losses.attention(scores)
     np.testing.assert_allclose(a.sum(axis=1), 1.0, rtol=1e-12)
     np.testing.assert_allclose(losses.attention(scores + shift), a, atol=1e-12)
+    # and it is the softmax: log a_j - log a_0 = f_j - f_0 (a uniform or reversed "attention"
+    # passes the two above). Scores of |f| <= 50: each exponent f_j - max f rounds by at most
+    # ulp(100)/2 = 7e-15, so the logs agree to a few of those (a_j >= e^-100, no underflow)
+    np.testing.assert_allclose(np.log(a) - np.log(a[:, :1]), scores - scores[:, :1],
+                               rtol=0, atol=1e-13)
 
 
 @given(data=st.data())
@@ -37,6 +42,29 @@ def test_lv_is_at_most_ha(data):
     assert losses.loss_lv(scores, logits, y) <= losses.loss_ha(scores, logits, y) + 1e-9
 
 
+def _textbook(scores, logits, y):
+    """(value, dscores, dlogits) of SA (on segment 0's logits), HA and LV, the plain formulas
+    in SciPy's log space: V&R Eqs. (7), (9)-(12) with a = softmax(f), gamma the posterior."""
+    from scipy.special import log_softmax, logsumexp, softmax
+
+    n = len(y)
+    rows = np.arange(n)
+    onehot = np.eye(logits.shape[-1])[y]                                   # (N, C)
+    logp0 = log_softmax(logits[:, 0], axis=-1)                             # (N, C)
+    sa = (-logp0[rows, y].mean(), None, (np.exp(logp0) - onehot) / n)
+    a, log_a = softmax(scores, axis=1), log_softmax(scores, axis=1)        # (N, m)
+    logp = log_softmax(logits, axis=-1)                                    # (N, m, C)
+    ll = logp[rows, :, y]                                                  # (N, m)
+    loss_j = -ll
+    ha_n = (a * loss_j).sum(1)                                             # (N,)
+    ha = (ha_n.mean(), a * (loss_j - ha_n[:, None]) / n,
+          a[..., None] * (np.exp(logp) - onehot[:, None]) / n)
+    gamma = softmax(log_a + ll, axis=1)                                    # (N, m)
+    lv = (-logsumexp(log_a + ll, axis=1).mean(), (a - gamma) / n,
+          gamma[..., None] * (np.exp(logp) - onehot[:, None]) / n)
+    return sa, ha, lv
+
+
 @given(data=st.data())
 def test_finite_at_magnitude_1e4(data):
     scores, logits, y = data.draw(scores_logits(big=True))
@@ -47,6 +75,15 @@ def test_finite_at_magnitude_1e4(data):
              *losses.value_and_grad_lv(scores, logits, y)[1:]]
     assert np.all(np.isfinite(values))
     assert all(np.all(np.isfinite(g)) for g in grads)
+    # finite and right: entries up to 1e4 make exponents f_j - max f up to 2e4, whose
+    # rounding (2e4 * 2.2e-16 = 4.4e-12) is a relative error of every weight and
+    # probability, in either computation; a few dozen such errors on losses up to ~2e4 and
+    # on gradients whose entries are at most 1 (the plain centred a_j (l_j - L) loses up
+    # to m ulps of l ~ 2e4 absolutely, 3e-11): rtol and atol 1e-10
+    want = _textbook(scores, logits, y)
+    np.testing.assert_allclose(values, [w[0] for w in want], rtol=1e-10, atol=1e-10)
+    for got, ref in zip(grads, [want[0][2], want[1][1], want[1][2], want[2][1], want[2][2]]):
+        np.testing.assert_allclose(got, ref, rtol=0, atol=1e-10)
     for rule in ("sa", "ha", "lv"):
         s = losses.infer(rule, scores, logits if rule != "sa" else logits[:, 0])
         np.testing.assert_allclose(s.sum(axis=1), 1.0, rtol=1e-9)
@@ -59,6 +96,7 @@ def test_extreme_logits_exact_values():
     assert losses.loss_sa(logits, np.array([0])) == pytest.approx(0.0, abs=1e-300)
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")   # no -inf - -inf on the way
 @pytest.mark.parametrize("paradigm", ["ha", "lv"])
 def test_an_unattended_segment_with_an_impossible_label_adds_nothing(paradigm):
     # segment 1: attention 0 (score -inf) and label probability 0 (logit -inf). By hand the

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import examples
 
 from minimal_attn.data import Mosaics
 from minimal_attn.datasets.mosaics import (
@@ -61,7 +62,7 @@ def test_one_foreground_balanced_cifar_layout():
     assert set(np.unique(src)) == set(range(200))
 
 
-@settings(deadline=None, max_examples=25)
+@settings(deadline=None, max_examples=examples(25))
 @given(data=st.data())
 def test_one_foreground_property(data):
     n_classes = data.draw(st.integers(2, 6))

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import examples
 
 from minimal_attn import fcam
 
@@ -114,7 +115,7 @@ def nearly_one_hot_case(seed, m, gap, scale):
     return W, u, X, rng.integers(C, size=N)
 
 
-@settings(max_examples=10)
+@settings(max_examples=examples(10))
 @given(seed=st.integers(0, 2**31 - 1), paradigm=st.sampled_from(["sa", "ha"]),
        m=st.integers(2, 4), gap=st.floats(30.0, 45.0))
 def test_random_nearly_one_hot_cases(seed, paradigm, m, gap):
@@ -124,7 +125,7 @@ def test_random_nearly_one_hot_cases(seed, paradigm, m, gap):
     _check(paradigm, W, u, X, y, rtol=1e-6)
 
 
-@settings(max_examples=20)
+@settings(max_examples=examples(20))
 @given(seed=st.integers(0, 2**31 - 1), m=st.integers(2, 4), gap=st.floats(20.0, 45.0),
        scale=st.floats(0.5, 3.0))
 def test_lv_loss_and_focus_gradient_keep_their_digits(seed, m, gap, scale):
@@ -165,7 +166,7 @@ def _reference_lv_focus(scores, log_lik):
         return np.array(out)
 
 
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 @given(seed=st.integers(0, 2**31 - 1), m=st.integers(2, 6), size=st.floats(1e2, 1e4),
        dtype=st.sampled_from([np.float64, np.float32]))
 def test_lv_focus_gradient_keeps_its_digits_at_log_likelihoods_of_1e4(seed, m, size, dtype):

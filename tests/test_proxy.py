@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import examples
 
 from minimal_attn import _proxy_fast, ibm1, proxy, proxy_velocity
 from minimal_attn.errors import InputError
@@ -33,7 +34,7 @@ def loss_loops(params, src, tgt):
     return total
 
 
-@settings(deadline=None, max_examples=40)
+@settings(deadline=None, max_examples=examples(40))
 @given(data=st.data())
 def test_loss_matches_per_word_loops(data):
     params, src, tgt = data.draw(proxy_problem())
@@ -41,7 +42,7 @@ def test_loss_matches_per_word_loops(data):
     assert loss == pytest.approx(loss_loops(params, src, tgt), rel=1e-12, abs=1e-12)
 
 
-@settings(deadline=None, max_examples=40)
+@settings(deadline=None, max_examples=examples(40))
 @given(data=st.data())
 def test_grads_of_snell_eq14_directional_finite_differences(data):
     params, src, tgt = data.draw(proxy_problem())

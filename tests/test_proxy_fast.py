@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import examples
 
 from minimal_attn import _proxy_fast, proxy
 
@@ -15,7 +16,7 @@ def _pairs(rng, P, n_src, n_tgt, max_len=6, empty_targets=True):
     return src, tgt
 
 
-@settings(deadline=None, max_examples=30)
+@settings(deadline=None, max_examples=examples(30))
 @given(data=st.data())
 def test_batch_maker_equals_make_batch(data):
     rng = np.random.default_rng(data.draw(st.integers(0, 2**31 - 1)))
