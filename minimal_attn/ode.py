@@ -52,6 +52,12 @@ import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.special import expit
 
+from minimal_attn._ode_numerics import (  # noqa: F401 (ode._log_beta in tests)
+    _beta_minus_inv_c,
+    _log_beta,
+    _log_c_beta,
+    _one_minus_beta,
+)
 from minimal_attn.errors import (
     InputError,
     check_alpha,
@@ -65,16 +71,6 @@ from minimal_attn.losses import LOSS_PARADIGMS
 def beta_of(mu, n_classes):
     r""":math:`\beta(\mu) = e^\mu / (e^\mu + C - 1)`, overflow-free."""
     return expit(np.asarray(mu, dtype=float) - np.log(n_classes - 1))
-
-
-def _log_beta(mu, n_classes):
-    r""":math:`\log\beta(\mu) = -\log(1 + (C-1)e^{-\mu})`, finite where :math:`\beta` underflows."""
-    return -np.logaddexp(0.0, np.log(n_classes - 1) - np.asarray(mu, dtype=float))
-
-
-def _one_minus_beta(mu, n_classes):
-    r""":math:`1 - \beta(\mu) = (C-1)/(e^\mu + C - 1)`, computed directly (no cancellation)."""
-    return expit(np.log(n_classes - 1) - np.asarray(mu, dtype=float))
 
 
 def alpha_of(nu, m):
@@ -155,8 +151,10 @@ def nu_dot(paradigm, mu, alpha, n_classes, one_minus_alpha=None):
     :math:`\beta/Z - 1 = (1-\alpha)(\beta - 1/C)/Z` (because
     :math:`Z = \alpha\beta + (1-\alpha)/C`). ``one_minus_alpha``: :math:`1 - \alpha`
     computed apart (:func:`rhs`), since ``1 - alpha`` is 0 once alpha rounds to 1
-    (nu above 37), which would freeze nu. HA takes :math:`\log\beta` in log space, finite
-    where :math:`\beta` underflows (mu < -745).
+    (nu above 37), which would freeze nu. HA's :math:`\log C + \log\beta` and LV's
+    :math:`\beta - 1/C` vanish at mu = 0 and are computed without cancelling there
+    (:func:`_log_c_beta`, :func:`_beta_minus_inv_c`); both stay finite where
+    :math:`\beta` underflows (mu < -745).
     """
     paradigm = check_paradigm(paradigm, LOSS_PARADIGMS)
     C = n_classes
@@ -164,10 +162,9 @@ def nu_dot(paradigm, mu, alpha, n_classes, one_minus_alpha=None):
     if paradigm == "sa":
         return mu * alpha * rest * _one_minus_beta(alpha * mu, C) / C           # V&R Eq. (4)
     if paradigm == "ha":
-        return alpha * rest * (np.log(C) + _log_beta(mu, C)) / C               # V&R Eq. (5)
-    beta = beta_of(mu, C)
-    Z = alpha * beta + rest / C
-    return alpha * rest * (beta - 1.0 / C) / (C * Z)                           # V&R Eq. (6)
+        return alpha * rest * _log_c_beta(mu, C) / C                           # V&R Eq. (5)
+    Z = alpha * beta_of(mu, C) + rest / C
+    return alpha * rest * _beta_minus_inv_c(mu, C) / (C * Z)                   # V&R Eq. (6)
 
 
 def rhs(paradigm, mu, nu, m, n_classes):
