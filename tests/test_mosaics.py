@@ -80,6 +80,23 @@ def test_one_foreground_property(data):
     assert np.ptp(np.bincount(mos.z, minlength=m)) <= 1
 
 
+def test_only_rows_fills_those_mosaics_and_leaves_the_rest_zero():
+    """``only_rows`` (for a data fingerprint): the same draw as the whole build, those rows'
+    pixels equal to it, every other pixel 0; y, z and the sources unchanged."""
+    images, labels, _ = tagged_split(100)
+    images = images + 1                                   # no image is all zero
+    whole = make_image_mosaics(images, labels, FG, BG, m=4, n=50, seed=7)
+    part = make_image_mosaics(images, labels, FG, BG, m=4, n=50, seed=7,
+                              only_rows=slice(None, None, 3))
+    for key in ("y", "z", "source"):
+        np.testing.assert_array_equal(getattr(part, key), getattr(whole, key))
+    assert part.X.shape == whole.X.shape and part.X.dtype == whole.X.dtype
+    np.testing.assert_array_equal(part.X[::3], whole.X[::3])
+    filled = np.zeros(50, bool)
+    filled[::3] = True
+    assert not part.X[~filled].any() and whole.X[~filled].all()
+
+
 def test_seeded_reproducible():
     images, labels, _ = tagged_split(100)
     a = make_image_mosaics(images, labels, FG, BG, m=4, n=50, seed=7)

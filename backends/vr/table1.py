@@ -120,13 +120,14 @@ class MosaicTable1:
     def fingerprint(self):
         """The :func:`~minimal_attn.experiments.checkpoints.data_fingerprint` of the mosaics
         this run would train on (what its checkpoints and a sweep cell's record name), read
-        as :meth:`load` reads them but with no torch, memory check or training: what a sweep
-        rerun compares with a finished cell's record
-        (:mod:`minimal_attn.experiments.sweep_data`)."""
+        as :meth:`load` reads them but with no torch, memory check or training, and of CIFAR
+        mosaics only the rows the fingerprint hashes filled: what a sweep rerun compares
+        with a finished cell's record (:mod:`minimal_attn.experiments.sweep_data`)."""
         from minimal_attn.datasets.splits import load_mosaic_splits
-        from minimal_attn.experiments.checkpoints import data_fingerprint
+        from minimal_attn.experiments.checkpoints import data_fingerprint, hashed_rows
 
-        splits = load_mosaic_splits(**mosaic_arguments(check_config(self.c)))
+        splits = load_mosaic_splits(**mosaic_arguments(check_config(self.c)),
+                                    only_rows=hashed_rows)
         return data_fingerprint(splits.train, splits.test)
 
     def checkpoint_reader(self):

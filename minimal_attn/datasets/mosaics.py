@@ -120,7 +120,7 @@ def sample_mosaic_indices(labels, foreground_classes, background_classes, m, n, 
 
 
 def make_image_mosaics(images, labels, foreground_classes, background_classes, m, n,
-                       seed=0):
+                       seed=0, only_rows=None):
     """``n`` image mosaics of ``m`` segments from one split (V&R Sec. 2.4).
 
     Parameters
@@ -134,6 +134,10 @@ def make_image_mosaics(images, labels, foreground_classes, background_classes, m
     seed : int
         Build training mosaics from the training images and test mosaics from
         the test images, with different seeds.
+    only_rows : slice, optional
+        Fill only these mosaics' pixels; the others stay zero and, never touched, take
+        no memory (a data fingerprint reads only some rows:
+        :func:`~minimal_attn.experiments.checkpoints.hashed_rows`).
 
     Returns
     -------
@@ -149,7 +153,11 @@ def make_image_mosaics(images, labels, foreground_classes, background_classes, m
                          "first dimension (one label per image)")
     idx, y, z = sample_mosaic_indices(labels, foreground_classes, background_classes,
                                       m, n, seed)
-    return Mosaics(images[idx], y, z, source=idx)                        # (n, m, 3, 32, 32)
+    if only_rows is None:
+        return Mosaics(images[idx], y, z, source=idx)                    # (n, m, 3, 32, 32)
+    X = np.zeros((n, m) + images.shape[1:], images.dtype)                # (n, m, 3, 32, 32)
+    X[only_rows] = images[idx[only_rows]]
+    return Mosaics(X, y, z, source=idx)
 
 
 def _smooth_patterns(rng, k, image_shape, coarse=4):

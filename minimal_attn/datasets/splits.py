@@ -71,7 +71,8 @@ def default_foreground(dataset):
 
 
 def load_mosaic_splits(dataset, m, n_train, n_test, data_dir=None, n_classes=3,
-                       foreground: Optional[Sequence[str]] = None, seed=0, test_images="test"):
+                       foreground: Optional[Sequence[str]] = None, seed=0, test_images="test",
+                       only_rows=None):
     """Train and test mosaics of ``dataset``; by default train and test never share a source
     image.
 
@@ -89,6 +90,8 @@ def load_mosaic_splits(dataset, m, n_train, n_test, data_dir=None, n_classes=3,
         images; ``train`` from the training images, as the authors' released notebooks do
         (their test mosaics are new mosaics of the images the training mosaics use: at
         10,000 mosaics each, about half of the test foregrounds were seen in training)
+    only_rows : CIFAR only: ``only_rows(n)``, the slice of a set of n mosaics whose pixels
+        are filled (:func:`~.mosaics.make_image_mosaics`); the others stay zero. None: all
 
     Returns
     -------
@@ -134,7 +137,9 @@ def load_mosaic_splits(dataset, m, n_train, n_test, data_dir=None, n_classes=3,
                              param=name)
     names = list(default_foreground(dataset) if foreground is None else foreground)
     fg, bg = mosaics.cifar10_classes(splits.class_names, names)
+    rows = only_rows or (lambda n: None)
     train = mosaics.make_image_mosaics(splits.x_train, splits.y_train, fg, bg, m, n_train,
-                                       seed=2 * seed)
-    test = mosaics.make_image_mosaics(x_test, y_test, fg, bg, m, n_test, seed=2 * seed + 1)
+                                       seed=2 * seed, only_rows=rows(n_train))
+    test = mosaics.make_image_mosaics(x_test, y_test, fg, bg, m, n_test, seed=2 * seed + 1,
+                                      only_rows=rows(n_test))
     return MosaicSplits(train, test, len(fg), names)

@@ -24,12 +24,11 @@ data (one line says how many), and Snell Table 2 rows, whose records name no dat
 (use another ``out`` for other data). The HateXplain rows are not sweep cells.
 
 Cost: the mosaics' fingerprint hashes their shapes, labels and every (N // 16)-th
-mosaic, so for CIFAR :func:`_cifar_fingerprint` draws the mosaics' image indices and
-gathers only those mosaics (it reads the CIFAR files once per data set: under a second;
-building 10,000 mosaics of m = 20 would take 600 MB and seconds, a login node's memory
-for CIFAR-100); generated data (synthetic, vectors) are built, in milliseconds at a
-sweep's tiny sizes. One computation serves the cells that share their data (the
-paradigms of a grid).
+mosaic, so of CIFAR mosaics only those are filled (``load_mosaic_splits(only_rows=...)``:
+well under a second a cell, where building 10,000 mosaics of m = 20 would take 600 MB and
+seconds, a login node's memory for CIFAR-100); generated data (synthetic, vectors) are
+built, in milliseconds at a sweep's tiny sizes. One computation serves the cells that
+share their data (the paradigms of a grid).
 """
 
 import json
@@ -48,7 +47,6 @@ def cell_fingerprint(cell, operational, memo=None):
     ``operational`` (its ``data_dir``), without training or torch; ``memo`` (a dict)
     shares the work between cells of the same data."""
     from minimal_attn.backends.vr.table1 import MosaicTable1, mosaic_arguments
-    from minimal_attn.datasets.splits import CIFAR_DATASETS
     from minimal_attn.experiments.config import check_config
     from minimal_attn.experiments.sweep_cell import cell_config
 
@@ -57,55 +55,8 @@ def cell_fingerprint(cell, operational, memo=None):
     args = mosaic_arguments(config)
     key = json.dumps(args, sort_keys=True)
     if key not in memo:
-        memo[key] = _cifar_fingerprint(args, memo) if args["dataset"] in CIFAR_DATASETS \
-            else MosaicTable1(config).fingerprint()
+        memo[key] = MosaicTable1(config).fingerprint()
     return memo[key]
-
-
-def _cifar_fingerprint(args, memo):
-    """:meth:`.table1.MosaicTable1.fingerprint` of CIFAR mosaics without building them.
-
-    ``args``: :func:`.table1.mosaic_arguments`. The steps of
-    :func:`~minimal_attn.datasets.splits.load_mosaic_splits` and
-    :func:`~minimal_attn.datasets.mosaics.make_image_mosaics`, but of each set's mosaics
-    only those the fingerprint hashes (every (N // 16)-th) are gathered, into zeros whose
-    other pages are never touched, so never allocated: the shape and dtype hashed are
-    the real ones. tests/test_sweep_data.py holds it equal to the built mosaics'.
-    """
-    import numpy as np
-
-    from minimal_attn.data import Mosaics
-    from minimal_attn.datasets import cifar, mosaics
-    from minimal_attn.datasets.splits import TEST_IMAGES, default_foreground
-    from minimal_attn.experiments.checkpoints import data_fingerprint, hashed_rows
-
-    dataset, folder = args["dataset"], args["data_dir"]
-    if ("cifar", dataset, folder) not in memo:       # the files, read once per data set
-        read = cifar.load_cifar10 if dataset == "cifar10" else cifar.load_cifar100
-        memo["cifar", dataset, folder] = read(folder)
-    splits = memo["cifar", dataset, folder]
-    if args["test_images"] not in TEST_IMAGES:
-        raise InputError(f"test_images must be {' or '.join(TEST_IMAGES)}, got "
-                         f"{args['test_images']!r}", param="test_images")
-    test = (splits.x_train, splits.y_train) if args["test_images"] == "train" else \
-        (splits.x_test, splits.y_test)
-    names = list(default_foreground(dataset) if args["foreground"] is None
-                 else args["foreground"])
-    fg, bg = mosaics.cifar10_classes(splits.class_names, names)
-    parts = []
-    for (images, labels), n, seed, key in (((splits.x_train, splits.y_train),
-                                            args["n_train"], 2 * args["seed"], "n_train"),
-                                           (test, args["n_test"], 2 * args["seed"] + 1,
-                                            "n_test")):
-        if n > len(labels):
-            raise InputError(f"{key}={n} mosaics but {folder} has only {len(labels)} "
-                             "images to draw them from", param=key)
-        idx, y, z = mosaics.sample_mosaic_indices(labels, fg, bg, args["m"], n, seed)
-        X = np.zeros((n, args["m"]) + images.shape[1:], images.dtype)  # (n, m, 3, 32, 32)
-        rows = hashed_rows(n)                         # the only rows data_fingerprint reads
-        X[rows] = images[idx[rows]]
-        parts.append(Mosaics(X, y, z))
-    return data_fingerprint(*parts)
 
 
 def recorded_fingerprint(record):
