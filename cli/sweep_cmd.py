@@ -72,9 +72,9 @@ from minimal_attn.experiments.sweep_grid import expand, parse_tokens, read_grid_
               help="slurm: minutes per job (a job that runs out is requeued and resumes).")
 @click.option("--account", default=None, help="slurm: the account to charge.")
 @click.option("--retrain-other-data", is_flag=True,
-              help="Train anew a finished Table 1 cell whose record names other data than "
-                   "this run's (another --data-dir), its old record and folder set aside in "
-                   "OUT/other-data/ [default: such a rerun is refused in one line].")
+              help="Train anew a finished cell (or Table 2 row) whose record names other "
+                   "data than this run's (another --data-dir), its old record and folder set "
+                   "aside in OUT/other-data/ [default: such a rerun is refused in one line].")
 @click.option("--list", "list_only", is_flag=True,
               help="Print the cells of the grid and exit (nothing is run or written).")
 def sweep(settings, grid_tokens, grid_file, out, resume, engine, threads, device, data_dir,

@@ -96,9 +96,9 @@ def run_sweep(out, grid=None, engine="local", resume=False, engine_options=None,
     :func:`~minimal_attn.experiments.sweep_engines.make_engine`; ``log(line)``: progress.
     Returns ``{"cells", "done", "skipped", "failed": {name: error}}``. Every check
     (grid, settings, ``out``, the engine's extra, the data of the finished cells) comes
-    before anything is written: a finished Table 1 cell whose record names other data
-    than ``data_dir`` gives is refused, or with ``retrain_other_data`` set aside and
-    trained afresh (:mod:`minimal_attn.experiments.sweep_data`).
+    before anything is written: a finished cell (Table 1 cell or Table 2 row) whose record
+    names other data than ``data_dir`` gives is refused, or with ``retrain_other_data``
+    set aside and trained afresh (:mod:`minimal_attn.experiments.sweep_data`).
     """
     log = log or (lambda line: None)
     check_output_set(out, "sweep")      # its merged files would replace another run's

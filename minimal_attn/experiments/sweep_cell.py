@@ -117,30 +117,32 @@ def run_tasks(tasks):
     """Run cells one after another (one job of several cells); a list of outcomes.
 
     A cell whose matching record exists already (a requeued or resubmitted job
-    that had finished it) is not run again. A Slurm job's task (``claim``: its cluster
-    kind) first claims its cell's folder (:func:`.sweep_claim.claim`): a cell that
-    another live job writes fails in one line, untouched.
+    that had finished it) is not run again. A task of an engine (``claim``: the claim's
+    kind, a Slurm cluster kind or :data:`.sweep_claim.PROCESS`) first claims its cell's
+    folder (:func:`.sweep_claim.claim`): a cell that another live writer holds fails in
+    one line, untouched.
     """
     return [_claimed(task) for task in tasks]
 
 
 def _claimed(task):
-    """One task's outcome: its record's if the cell is done, else :func:`run_task`'s (a
-    Slurm job's task only while it holds the claim on its cell)."""
+    """One task's outcome: its record's if the cell is done, else :func:`run_task`'s (an
+    engine's task only while it holds the claim on its cell; released however it ends)."""
     done = _done(task)
     if done or task.get("claim") is None:
         return done or run_task(task)
     from minimal_attn.experiments.sweep_claim import claim, release
 
     folder, cluster = cell_folder(task["out"], task["cell"].name), task["claim"]
-    held = claim(folder, cluster)
+    writer = task.get("writer")               # a Ray task's: the driver's (else this process)
+    held = claim(folder, cluster, writer)
     if held:
         return {"cell": task["cell"].name, "ok": False, "error": held, "record": None,
                 "seconds": 0.0, "log": os.path.join(folder, "log.txt")}
     try:
         return _done(task) or run_task(task)   # done by the job that held it just now?
     finally:
-        release(folder, cluster)
+        release(folder, cluster, writer)
 
 
 def _done(task):
@@ -192,8 +194,7 @@ def run_task(task):
             if cell.kind == "table2":
                 from minimal_attn.experiments.sweep_table2 import run_row
 
-                result, device = run_row(cell, folder, task["operational"], log)
-                data = None
+                result, device, data = run_row(cell, folder, task["operational"], log)
             else:
                 result, device, data = _run_table1(task, folder, log)
             record = {"format": 1, "cell": cell.name, "kind": cell.kind, "scale": cell.scale,
@@ -203,8 +204,7 @@ def run_task(task):
                                                cell.settings.get("protocol"),
                                                task["command"] or ["attn-dyn", "sweep"],
                                                source=source, history=history)}
-            if data is not None:              # which data the numbers come from
-                record["provenance"]["data_fingerprint"] = data
+            record["provenance"]["data_fingerprint"] = data   # which data the numbers are of
             write_cell(out, record)
             outcome.update(ok=True, record=record)
             log(f"-- {cell.name}: done")

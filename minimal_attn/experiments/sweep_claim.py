@@ -1,4 +1,4 @@
-r"""One writer a cell: whether a sweep's Slurm job is alive, and the claim a job puts on its cell.
+r"""One writer a cell: whether a sweep's job or process is alive, and the claim it puts on a cell.
 
 Two jobs must never write one cell folder (its checkpoints, ``history.jsonl``, record):
 their epochs would interleave and the record would be of neither. Two defences keep a
@@ -20,9 +20,17 @@ live job from being run twice:
   run twice) from running a cell twice. Two jobs taking over the same ended claim in
   the same instant are not told apart (the driver's squeue check comes first).
 
-Only Slurm jobs (and submitit's local executor, ``cluster="local"``, whose job id is the
-pid) claim: Ray restarts a task only after its worker died, and the local engine is one
-process.
+The local engine and Ray claim too, in the name of the sweep's driver process (:data:`PROCESS`:
+its host, pid and start time): without that, two drivers started on one ``out`` would
+train the same cell at once and interleave its files. The claim of a driver alive on this
+host stands, and one made on another host cannot be told alive or dead from here: both are
+refused in one line naming the file to delete. That of a driver that has ended (or whose pid
+a later process has reused: its start time differs) is taken over; a Ray driver clears such
+claims itself before handing cells to workers on other nodes (:func:`clear_ended`). As the
+claim names the driver, not a worker, Ray's retry of a task whose worker died finds its own
+claim on any node. Whichever kind finds a claim asks the holder's kind whether it lives
+(squeue for a Slurm job, this host's processes for a driver), so a local and a Slurm sweep
+of one ``out`` keep out of each other's cells too.
 """
 
 import contextlib
@@ -36,6 +44,8 @@ import time
 CLAIM = "writer.json"
 #: The variable that holds the running job's id, by cluster kind.
 JOB_ENV = {"slurm": "SLURM_JOB_ID", "local": "SUBMITIT_LOCAL_JOB_ID"}
+#: The claim kind of the local engine and of Ray: the writer is a process, ``HOST:PID``.
+PROCESS = "process"
 
 
 def squeue_jobs(timeout=60):
@@ -69,6 +79,50 @@ def job_alive(job_id, cluster, squeue=squeue_jobs):
     return None if listed is None else str(job_id) in listed
 
 
+def _start(pid):
+    """When process ``pid`` started (clock ticks since boot; /proc/PID/stat field 22), and
+    whether it has ended but is not yet reaped (a zombie); ``(None, False)`` where /proc
+    cannot tell (no such process, or no /proc)."""
+    try:
+        with open(f"/proc/{int(pid)}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()     # after "PID (COMMAND)"
+        return int(fields[19]), fields[0] in ("Z", "X")
+    except (OSError, ValueError, IndexError):
+        return None, False
+
+
+def process_alive(host, pid, start=None):
+    """True (alive), False (ended) or None (another host's: nobody here can tell) for the
+    process ``pid`` on ``host`` that started at ``start`` (:func:`_start`; None: unchecked)."""
+    if host != socket.gethostname():
+        return None
+    try:
+        os.kill(int(pid), 0)                 # signal 0: does it exist?
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass                                 # another user's process: it exists
+    except (OSError, ValueError, TypeError, OverflowError):
+        return None
+    now, zombie = _start(pid)
+    # a pid reused by a process started later is not the writer's
+    return not zombie and (start is None or now is None or now == start)
+
+
+def this_process():
+    """This process as the writer of a :data:`PROCESS` claim: host, pid and start time."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "start": _start(os.getpid())[0]}
+
+
+def _me(cluster, writer=None):
+    """This writer's id: the job's (None outside a job), or ``HOST:PID`` (:data:`PROCESS`:
+    of ``writer``, the sweep's driver, else this process)."""
+    if cluster == PROCESS:
+        writer = writer or this_process()
+        return f"{writer['host']}:{writer['pid']}"
+    return os.environ.get(JOB_ENV.get(cluster, ""))
+
+
 def _read(path):
     try:
         with open(path) as f:
@@ -82,16 +136,39 @@ def _is(holder, job_id, cluster):
     return str(holder.get("job_id")) == str(job_id) and holder.get("cluster") == cluster
 
 
-def claim(folder, cluster):
-    """Claim cell ``folder`` for the job running this (None when held, or outside a job);
-    else a few words saying which job holds it, and why it is left to that job."""
-    me = os.environ.get(JOB_ENV.get(cluster, ""))
+def _held(holder, path, cluster):
+    """Why ``holder``'s claim at ``path`` stands, in a line; None when its writer ended
+    (``cluster``: the kind of a claim that names none)."""
+    kind = holder.get("cluster", cluster)
+    if kind == PROCESS:
+        host, pid = holder.get("host"), holder.get("pid")
+        alive = process_alive(host, pid, holder.get("start"))
+        if alive is False:
+            return None
+        state = "is alive" if alive else (f"may be alive (on another host: {socket.gethostname()}"
+                                          " cannot tell)")
+        return (f"process {pid} on {host} {state} and writes this cell ({path}): not run "
+                "twice; delete that file if no process runs the cell")
+    alive = job_alive(holder["job_id"], kind)
+    if alive is False:
+        return None
+    state = "is alive" if alive else "may be alive (squeue does not answer)"
+    return (f"job {holder['job_id']} {state} and writes this cell ({path}): not run twice; "
+            "delete that file if no job runs the cell")
+
+
+def claim(folder, cluster, writer=None):
+    """Claim cell ``folder`` for the job running this (``cluster`` :data:`PROCESS`: for
+    ``writer``, the driver process, :func:`this_process` by default): None when held, or
+    outside a job; else a line saying which writer holds it, and why it is left to it."""
+    me = _me(cluster, writer)
     if not me:
         return None                      # not in a job: nothing to name
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, CLAIM)
-    text = json.dumps({"job_id": me, "cluster": cluster, "host": socket.gethostname(),
-                       "pid": os.getpid(), "since": time.time()})
+    who = (writer or this_process()) if cluster == PROCESS else \
+        {"host": socket.gethostname(), "pid": os.getpid()}
+    text = json.dumps({"job_id": me, "cluster": cluster, **who, "since": time.time()})
     for _ in range(3):
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -102,24 +179,36 @@ def claim(folder, cluster):
                 f.write(text)
             return None
         if holder is None:               # being written this instant, or damaged
-            return (f"another job's claim {path} cannot be read: not run twice; delete it "
-                    "if no job runs the cell")
+            return (f"another writer's claim {path} cannot be read: not run twice; delete "
+                    "it if no job or process runs the cell")
         if _is(holder, me, cluster):
-            return None                  # a requeued job: its own claim
-        alive = job_alive(holder["job_id"], holder.get("cluster", cluster))
-        if alive is not False:
-            state = "is alive" if alive else "may be alive (squeue does not answer)"
-            return (f"job {holder['job_id']} {state} and writes this cell ({path}): not "
-                    "run twice; delete that file if no job runs the cell")
+            return None                  # a requeued job (or this process): its own claim
+        held = _held(holder, path, cluster)
+        if held:
+            return held
         with contextlib.suppress(FileNotFoundError):   # ended: its claim is taken over
             os.unlink(path)
     return f"the claim {path} keeps changing hands: not run twice"
 
 
-def release(folder, cluster):
-    """Remove this job's claim on cell ``folder`` (another job's stays)."""
-    me = os.environ.get(JOB_ENV.get(cluster, ""))
+def release(folder, cluster, writer=None):
+    """Remove this writer's claim on cell ``folder`` (another's stays)."""
+    me = _me(cluster, writer)
     path = os.path.join(folder, CLAIM)
     holder = _read(path)
     if me and holder is not None and _is(holder, me, cluster):
         os.unlink(path)
+
+
+def clear_ended(folder):
+    """Remove the :data:`PROCESS` claim on cell ``folder`` of a process that has ended on
+    this host; True if one went. A Ray driver calls it before it hands the cell to a worker
+    on another node, which could not tell that process dead."""
+    path = os.path.join(folder, CLAIM)
+    holder = _read(path)
+    if holder is None or holder.get("cluster") != PROCESS or \
+            process_alive(holder.get("host"), holder.get("pid"), holder.get("start")) is not False:
+        return False
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    return True

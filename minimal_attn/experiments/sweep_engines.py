@@ -18,6 +18,9 @@ Ray and submitit are optional extras, imported only when their engine is
 chosen; without them the engine refuses in one line naming the extra.
 A handle is ``(engine's job, [tasks])``; an outcome is the task's own dict, or
 ``{"ok": False, "died": True, ...}`` when the process running it ended without one.
+Every engine's task claims its cell before it writes there
+(:mod:`minimal_attn.experiments.sweep_claim`: a Slurm job by its id, a local or Ray task
+in the driver's name: host and pid), so two drivers on one ``out`` never write a cell at once.
 """
 
 import math
@@ -25,7 +28,8 @@ import numbers
 import os
 
 from minimal_attn.errors import InputError, check_int_at_least
-from minimal_attn.experiments.sweep_cell import died, run_tasks
+from minimal_attn.experiments.sweep_cell import cell_folder, died, run_tasks
+from minimal_attn.experiments.sweep_claim import PROCESS, clear_ended, this_process
 from minimal_attn.experiments.sweep_slurm import (  # noqa: F401 (importable from here too)
     UNKNOWN_GRACE,
     SlurmEngine,
@@ -52,7 +56,7 @@ class LocalEngine:
     name, parallel, resubmits, cells_per_job = "local", 1, False, 1
 
     def start(self, tasks):
-        return None, tasks
+        return None, [dict(t, claim=PROCESS) for t in tasks]   # this process claims them
 
     def finished(self, handles, timeout):
         handle = handles[0]
@@ -106,6 +110,12 @@ class RayEngine:
             param=("cpus_per_cell", "gpus_per_cell", "num_cpus"))
 
     def start(self, tasks):
+        # the worker claims in the driver's name, so a retry on another node is the same
+        # writer; a dead driver's claim is cleared here, where that death can be seen
+        writer = this_process()
+        for t in tasks:
+            clear_ended(cell_folder(t["out"], t["cell"].name))
+        tasks = [dict(t, claim=PROCESS, writer=writer) for t in tasks]
         return self.remote.remote(tasks), tasks
 
     def finished(self, handles, timeout):

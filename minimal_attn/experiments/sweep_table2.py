@@ -11,11 +11,16 @@ then ``key=value`` for each setting that differs from its default.
 
 :func:`run_row` is what a worker runs for such a cell:
 :func:`~minimal_attn.backends.snell.agreement.run_agreement`, which reuses
-the models that finished, and the record's result of ``attn-dyn cells``.
+the models that finished, and the record's result of ``attn-dyn cells``, with the
+fingerprint of the token ids the models trained on (:func:`row_fingerprint`), which a
+rerun compares before it skips the row (:mod:`minimal_attn.experiments.sweep_data`).
 """
 
+import hashlib
 import itertools
+import json
 import math
+import os
 import typing
 from dataclasses import fields
 
@@ -79,8 +84,42 @@ def expand(grid):
     return [cells[n] for n in sorted(cells)]
 
 
+def row_task(cell, operational, folder):
+    """The token ids the row's models train on (a :class:`~minimal_attn.datasets.seq.TextTask`),
+    read as ``agreement.prepare`` reads them: translation through the SentencePiece model
+    saved in the row's ``folder`` where there is one. Writes nothing."""
+    from minimal_attn.datasets.seq import load_text_task
+
+    c = _config_class()(**cell.settings, **operational)
+    spm = os.path.join(folder, "spm.model")
+    return load_text_task(c.task, c.dataset, c.data_dir, c.max_train, c.max_val, c.vocab_size,
+                          model_file=spm if os.path.exists(spm) else None, max_len=c.max_len)
+
+
+def row_fingerprint(cell, operational, folder, memo=None):
+    """The :func:`~minimal_attn.experiments.checkpoints.data_fingerprint` of
+    :func:`row_task` (the one the row's model checkpoints hold); ``memo`` (a dict) shares it
+    between rows of the same data (and, translating, the same SentencePiece model)."""
+    from minimal_attn.experiments.checkpoints import data_fingerprint
+
+    memo = {} if memo is None else memo
+    s, spm = cell.settings, os.path.join(folder, "spm.model")
+    pieces = None
+    if s["task"] == "translate" and os.path.exists(spm):
+        with open(spm, "rb") as f:
+            pieces = hashlib.sha1(f.read()).hexdigest()
+    key = "table2 " + json.dumps([s["task"], s["dataset"], operational.get("data_dir"),
+                                  s["max_train"], s["max_val"], s["max_len"],
+                                  s["vocab_size"] if s["task"] == "translate" else None, pieces])
+    if key not in memo:
+        memo[key] = data_fingerprint(row_task(cell, operational, folder))
+    return memo[key]
+
+
 def run_row(cell, folder, operational, log):
-    """Train or reuse the row's models in ``folder``; ``(result, device)`` of its record."""
+    """Train or reuse the row's models in ``folder``; ``(result, device, data)`` of its
+    record, ``data`` the fingerprint of the token ids they trained on (:func:`row_fingerprint`,
+    read once more after training: a translation row has saved its SentencePiece model)."""
     from minimal_attn.backends.snell.agreement import AgreementConfig, run_agreement
     from minimal_attn.experiments.cell_runners import agreement_result
 
@@ -91,8 +130,8 @@ def run_row(cell, folder, operational, log):
             log(f"{label}: done")
 
     config = AgreementConfig(**cell.settings, **operational)
-    return agreement_result(run_agreement(config, folder, progress=progress)), \
-        str(config.device or "auto")
+    result = agreement_result(run_agreement(config, folder, progress=progress))
+    return result, str(config.device or "auto"), row_fingerprint(cell, operational, folder)
 
 
 def _pct(x):
