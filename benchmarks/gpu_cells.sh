@@ -75,15 +75,8 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-case "$BUDGET" in   # digits, read in base 10 below (bash would read 0550 as octal 360)
-  ''|*[!0-9]*) BUDGET_OK=0 ;;
-  *) BUDGET_OK=$(( ${#BUDGET} <= 9 && 10#$BUDGET > 0 )) ;;
-esac
-if [ "$BUDGET_OK" = 0 ]; then
-  echo "Error: --budget must be a whole number of seconds > 0 (at most 9 digits), got '$BUDGET'" >&2
-  exit 2
-fi
-BUDGET=$(( 10#$BUDGET ))
+. benchmarks/_budget.sh
+read_budget "$BUDGET"
 case "$CARD" in
   auto|h100|h200|cpu) ;;
   *) echo "Error: --card must be auto, h100, h200 or cpu, got '$CARD'" >&2; exit 2 ;;
@@ -392,7 +385,8 @@ for name in "${NAMES[@]}"; do
 done
 
 SUMMARY=$( {
-  echo "## gpu_cells on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1) (total $(( SECONDS - START )) s)"
+  ON=$([ "${GPU_CELLS_DEVICE:-cuda}" = cpu ] || nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+  echo "## gpu_cells on ${ON:-the CPU}, card estimates $CARD (total $(( SECONDS - START )) s)"
   echo
   [ -n "$STEP_NOTE" ] && { echo "$STEP_NOTE"; echo; }
   echo "$PLAN_NOTE at a time"; echo

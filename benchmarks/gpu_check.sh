@@ -43,15 +43,8 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-case "$BUDGET" in   # digits, read in base 10 below (bash would read 0550 as octal 360)
-  ''|*[!0-9]*) BUDGET_OK=0 ;;
-  *) BUDGET_OK=$(( ${#BUDGET} <= 9 && 10#$BUDGET > 0 )) ;;
-esac
-if [ "$BUDGET_OK" = 0 ]; then
-  echo "Error: --budget must be a whole number of seconds > 0 (at most 9 digits), got '$BUDGET'" >&2
-  exit 2
-fi
-BUDGET=$(( 10#$BUDGET ))
+. benchmarks/_budget.sh
+read_budget "$BUDGET"
 grep -Eq -- "$ONLY" </dev/null 2>/dev/null
 if [ $? = 2 ]; then
   echo "Error: --only '$ONLY' is not a regular expression grep -E reads" >&2; exit 2

@@ -229,8 +229,7 @@ def import_cells(source, results_dir):
               help="Write nothing; exit 1 if a page is out of date with the records.")
 def report(results_dir, readme, check):
     """Regenerate results/README.md and the README's results block from the records."""
-    stale = write_report(results_dir, readme, check=check)
-    _note_if_no_store(results_dir)          # after the checks, so that an error stays alone
+    stale = write_report(results_dir, readme, check=check)   # refuses a folder without cells/
     if check:
         if stale:
             click.echo("out of date: " + ", ".join(stale) + " (run attn-dyn cells report)")

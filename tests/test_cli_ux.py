@@ -73,12 +73,23 @@ def test_cells_list_names_a_missing_results_store(tmp_path):
     assert r.exit_code == 0 and r.stderr == ""
 
 
-def test_cells_report_names_a_missing_results_store(tmp_path):
+@pytest.mark.parametrize("check", [[], ["--check"]])
+def test_cells_report_refuses_a_missing_results_store_and_writes_nothing(tmp_path, check):
+    # run outside the checkout, a report would replace the README's tables by empty ones
     readme = tmp_path / "README.md"
-    readme.write_text(f"x\n{results_store.BEGIN}{results_store.END}\n")
-    r = CliRunner().invoke(cli, ["cells", "report", "--results", str(tmp_path / "res"),
-                                 "--readme", str(readme)])
-    assert r.exit_code == 0 and "no results store at" in r.stderr
+    block = f"x\n{results_store.BEGIN}\n| a table |\n{results_store.END}\n"
+    readme.write_text(block)
+    for res in (tmp_path / "res", tmp_path / "empty"):
+        if res.name == "empty":
+            res.mkdir()                                   # a folder, but no cells/ in it
+        r = CliRunner().invoke(cli, ["cells", "report", "--results", str(res),
+                                     "--readme", str(readme), *check])
+        assert r.exit_code == 2 and r.output.count("Error:") == 1, r.output
+        assert f"no results store at {res}" in r.output and "--results DIR" in r.output
+        assert "Traceback" not in r.output
+    assert readme.read_text() == block and sorted(p.name for p in tmp_path.iterdir()) == [
+        "README.md", "empty"]
+    assert list((tmp_path / "empty").iterdir()) == []
 
 
 def test_cells_run_without_data_root_says_which_option(tmp_path):

@@ -161,7 +161,8 @@ def scratch_checkout(tmp_path):
     this checkout's .gpu_data, results and runs are untouched."""
     repo = tmp_path / "repo"
     (repo / "benchmarks").mkdir(parents=True)
-    shutil.copy(CELLS, repo / "benchmarks")
+    for script in (CELLS, CELLS.parent / "_budget.sh"):
+        shutil.copy(script, repo / "benchmarks")
     return repo
 
 

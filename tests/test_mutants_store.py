@@ -46,6 +46,7 @@ def test_a_readme_without_the_results_block_is_refused_and_nothing_written(tmp_p
     readme = tmp_path / "README.md"
     readme.write_text("# no markers here\n")
     results = tmp_path / "results"
+    (results / "cells").mkdir(parents=True)
     with pytest.raises(InputError, match="has no results block"):
         results_store.write_report(str(results), readme=str(readme))
     assert readme.read_text() == "# no markers here\n"
@@ -53,7 +54,7 @@ def test_a_readme_without_the_results_block_is_refused_and_nothing_written(tmp_p
 
 def test_write_report_check_writes_nothing_and_a_write_writes_the_tables(tmp_path):
     results = tmp_path / "results"
-    results.mkdir()
+    (results / "cells").mkdir(parents=True)
     stale = results_store.write_report(str(results), check=True)
     assert stale == [str(results / "README.md")] and not (results / "README.md").exists()
     assert results_store.write_report(str(results)) == [str(results / "README.md")]

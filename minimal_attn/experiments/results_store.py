@@ -252,8 +252,14 @@ def write_report(results_dir, readme=None, check=False):
     paper-size records, briefly) from the records.
 
     With ``check`` nothing is written; returns the paths that are out of date
-    (empty when everything matches).
+    (empty when everything matches). A ``results_dir`` without ``cells/`` is refused
+    before anything is read or written: it is the wrong folder (run outside the
+    checkout), and writing would replace the README's tables with empty ones.
     """
+    if not os.path.isdir(os.path.join(results_dir, "cells")):
+        raise InputError(f"no results store at {results_dir} (no cells/ in it): pass "
+                         "--results DIR (the checkout's results/); nothing written",
+                         param="results_dir")
     records = read_cells(results_dir)
     targets = {os.path.join(results_dir, "README.md"): RESULTS_README + render(records)}
     if readme is not None:
