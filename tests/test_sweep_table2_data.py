@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from test_sweep_data import _copy, _files
 
 from minimal_attn.cli.main import cli
 from minimal_attn.experiments import sweep_grid, sweep_table2
@@ -79,16 +80,6 @@ def _checkpoint_data(out, grid=CLASSIFY, model="standard"):
     """The data fingerprint a model of the row holds in its checkpoint (train_seq's)."""
     path = Path(out) / "cells" / _cell(grid).name / "runs" / model / "checkpoint.pt"
     return torch.load(path, weights_only=False)["data"]
-
-
-def _files(out):
-    return {p: p.read_bytes() for p in sorted(Path(out).rglob("*")) if p.is_file()}
-
-
-def _copy(done, out):
-    for path, data in _files(done).items():
-        (out / path.relative_to(done)).parent.mkdir(parents=True, exist_ok=True)
-        (out / path.relative_to(done)).write_bytes(data)
 
 
 @pytest.fixture(scope="module")

@@ -206,9 +206,8 @@ def clear_ended(folder):
     on another node, which could not tell that process dead."""
     path = os.path.join(folder, CLAIM)
     holder = _read(path)
-    if holder is None or holder.get("cluster") != PROCESS or \
-            process_alive(holder.get("host"), holder.get("pid"), holder.get("start")) is not False:
-        return False
+    if holder is None or holder.get("cluster") != PROCESS or _held(holder, path, PROCESS):
+        return False                          # none, a job's, or a driver that may be alive
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
     return True
