@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from test_sweep_recovery import TINY
 
 from minimal_attn.cli.main import cli
-from minimal_attn.experiments import sweep_cell, sweep_claim, sweep_grid
+from minimal_attn.experiments import processes, sweep_cell, sweep_claim, sweep_grid
 from minimal_attn.experiments.sweep_cell import make_task
 from minimal_attn.experiments.sweep_engines import make_engine
 
@@ -111,7 +111,7 @@ def _zombie_pid(request):
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     request.addfinalizer(proc.wait)
     deadline = time.monotonic() + 30
-    while sweep_claim._start(proc.pid)[1] is False and time.monotonic() < deadline:
+    while processes.start_time(proc.pid)[1] is False and time.monotonic() < deadline:
         time.sleep(0.05)
     return proc.pid, None
 
@@ -120,7 +120,7 @@ def _reused_pid(request):
     """A live process whose start time is not the claim's: the pid was reused."""
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     request.addfinalizer(lambda: (proc.kill(), proc.wait()))
-    return proc.pid, sweep_claim._start(proc.pid)[0] - 1
+    return proc.pid, processes.start_time(proc.pid)[0] - 1
 
 
 @pytest.mark.parametrize("holder", ["ended", "zombie", "reused"])
@@ -130,7 +130,7 @@ def test_the_claim_of_a_pid_that_ended_here_is_taken_over_and_released(tmp_path,
         pytest.skip("no /proc: zombies and reused pids cannot be told")
     pid, start = {"ended": _ended_pid, "zombie": lambda: _zombie_pid(request),
                   "reused": lambda: _reused_pid(request)}[holder]()
-    assert sweep_claim.process_alive(HOST, pid, start) is False
+    assert processes.process_alive(HOST, pid, start) is False
     folder = _claim(tmp_path, pid, start=start)
     outcome = _run_local(tmp_path)
     assert outcome["ok"], outcome["error"]
@@ -158,16 +158,16 @@ def test_the_claim_names_this_process_while_the_cell_runs_and_goes_after(tmp_pat
         assert _run_local(tmp_path)["error"] == "boom"
     holder, = seen
     assert holder["job_id"] == f"{HOST}:{os.getpid()}" and holder["cluster"] == "process"
-    assert holder["start"] == sweep_claim._start(os.getpid())[0]
+    assert holder["start"] == processes.start_time(os.getpid())[0]
     assert not (tmp_path / "cells" / _name() / sweep_claim.CLAIM).exists()
 
 
 def test_a_claim_on_this_host_is_told_alive_or_dead(sleeper):
-    assert sweep_claim.process_alive(HOST, os.getpid(),
-                                     sweep_claim._start(os.getpid())[0]) is True
-    assert sweep_claim.process_alive(HOST, sleeper.pid) is True
-    assert sweep_claim.process_alive("elsewhere.example", sleeper.pid) is None
-    assert sweep_claim.process_alive(HOST, "not a pid") is None
+    assert processes.process_alive(HOST, os.getpid(),
+                                     processes.start_time(os.getpid())[0]) is True
+    assert processes.process_alive(HOST, sleeper.pid) is True
+    assert processes.process_alive("elsewhere.example", sleeper.pid) is None
+    assert processes.process_alive(HOST, "not a pid") is None
 
 
 def test_a_ray_task_claims_in_its_drivers_name_so_a_retry_on_another_node_goes_on(

@@ -4,7 +4,7 @@
   refuse an output path that cannot be written (without creating anything);
 * :func:`atomic_open` and the ``write_*`` helpers: a temporary sibling moved
   into place with :func:`os.replace` (atomic on POSIX and Windows); one that a
-  killed writer left behind is removed by the next write of that file;
+  killed writer left behind is removed by the next write into its folder;
 * :func:`staged_folder`: a set of files that appears all together or not at
   all; the folder is created only when the files are ready to be written (a killed
   run's staging folder goes as the temporary files do);
@@ -18,20 +18,52 @@ naming the parameter (``out`` by default).
 import contextlib
 import csv
 import glob
+import hashlib
 import json
 import os
+import re
 import shutil
+import socket
 import tempfile
 import time
 
 from minimal_attn.errors import InputError
+from minimal_attn.experiments.processes import process_alive
 
 #: A temporary sibling (or staging folder) older than this (seconds) is left over from a
 #: writer that was killed (SIGKILL, the OOM killer, a power cut) and is removed by the next
 #: write of the same file (staging in the same folder); no single write takes a fraction
-#: of it, so a live writer's file is never hit.
+#: of it, so a live writer's file is never hit. One whose name says it was written on this
+#: machine by a process that has ended goes at once (:func:`_owner`), so a run resumed
+#: right after a SIGKILL leaves none behind.
 STALE_AFTER = 3600.0
 _TMP_PREFIX, _STAGE_PREFIX = ".tmp-", ".staging-"
+#: After the prefix: the writer (:func:`_owner`, absent in older names), 8 random characters.
+_NAME = re.compile(r"(?:(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-)?[a-z0-9_]{8}")
+
+
+def _host():
+    """This machine in a temporary name, hashed: its hostname and, on Linux, its pid
+    namespace (two containers that share a folder may share a hostname, not their pids)."""
+    try:
+        space = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        space = ""
+    return hashlib.sha1(f"{socket.gethostname()} {space}".encode()).hexdigest()[:8]
+
+
+def _owner():
+    """``<host>-<pid>-``, the writer in a temporary name: the host hashed, since a pid
+    says nothing about a process on another machine writing into a shared folder."""
+    return f"{_host()}-{os.getpid()}-"
+
+
+def _ended(match):
+    """True when a temporary name's writer ran here (:func:`_host`) and has ended
+    (:func:`~minimal_attn.experiments.processes.process_alive`); a writer that may be
+    alive, or one nobody can tell, keeps its file."""
+    return (match["host"] == _host() and int(match["pid"]) != os.getpid()
+            and process_alive(socket.gethostname(), match["pid"]) is False)
 
 
 def _nearest_existing(path):
@@ -135,8 +167,8 @@ def atomic_open(path, mode="w", param="out", **kwargs):
     folder = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, suffix=os.path.basename(path),
-                                   dir=folder)
+        fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX + _owner(),
+                                   suffix=os.path.basename(path), dir=folder)
     except OSError as exc:
         raise InputError(f"cannot write {path}: {exc.strerror or exc}; "
                          f"choose a writable {param}", param=param) from None
@@ -160,16 +192,21 @@ def atomic_open(path, mode="w", param="out", **kwargs):
 
 
 def _sweep_stale(folder, keep, suffix="", prefix=_TMP_PREFIX, folders=False):
-    """Remove what killed writers left in ``folder``: entries older than :data:`STALE_AFTER`
-    whose names have the shape of ``keep``, our own (``prefix``, random characters,
-    ``suffix``, as many letters in all); files, or with ``folders`` staging folders."""
+    """Remove what killed writers left in ``folder``, among the entries named as ours
+    (``prefix``, :data:`_NAME`; files, or with ``folders`` staging folders) other than
+    ``keep``: those of a writer that has ended on this machine, and those of the same
+    file (``suffix``) older than :data:`STALE_AFTER`."""
     cutoff = time.time() - STALE_AFTER
     with contextlib.suppress(OSError):
         for entry in os.scandir(folder):
-            if (entry.name != keep and entry.name.startswith(prefix)
-                    and entry.name.endswith(suffix) and len(entry.name) == len(keep)
-                    and (entry.is_dir if folders else entry.is_file)(follow_symlinks=False)
-                    and entry.stat(follow_symlinks=False).st_mtime < cutoff):
+            match = _NAME.match(entry.name, len(prefix))
+            if (entry.name == keep or not entry.name.startswith(prefix) or match is None
+                    or not (entry.is_dir if folders else entry.is_file)(follow_symlinks=False)):
+                continue
+            ended = match["host"] is not None and _ended(match)
+            old = (entry.name[match.end():] == suffix
+                   and entry.stat(follow_symlinks=False).st_mtime < cutoff)
+            if ended or old:
                 if folders:
                     shutil.rmtree(entry.path, ignore_errors=True)
                 else:
@@ -191,7 +228,7 @@ def staged_folder(path, param="out", replaces=()):
     ensure_dir(path, param)
     stage = None
     try:
-        stage = tempfile.mkdtemp(prefix=_STAGE_PREFIX, dir=path)
+        stage = tempfile.mkdtemp(prefix=_STAGE_PREFIX + _owner(), dir=path)
         _sweep_stale(path, os.path.basename(stage), prefix=_STAGE_PREFIX, folders=True)
         yield stage
         new = sorted(os.listdir(stage))

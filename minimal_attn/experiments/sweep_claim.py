@@ -40,6 +40,8 @@ import socket
 import subprocess
 import time
 
+from minimal_attn.experiments.processes import process_alive, this_process
+
 #: The claim file in a cell's folder.
 CLAIM = "writer.json"
 #: The variable that holds the running job's id, by cluster kind.
@@ -77,41 +79,6 @@ def job_alive(job_id, cluster, squeue=squeue_jobs):
         return local_job_alive(job_id)
     listed = squeue()
     return None if listed is None else str(job_id) in listed
-
-
-def _start(pid):
-    """When process ``pid`` started (clock ticks since boot; /proc/PID/stat field 22), and
-    whether it has ended but is not yet reaped (a zombie); ``(None, False)`` where /proc
-    cannot tell (no such process, or no /proc)."""
-    try:
-        with open(f"/proc/{int(pid)}/stat") as f:
-            fields = f.read().rpartition(")")[2].split()     # after "PID (COMMAND)"
-        return int(fields[19]), fields[0] in ("Z", "X")
-    except (OSError, ValueError, IndexError):
-        return None, False
-
-
-def process_alive(host, pid, start=None):
-    """True (alive), False (ended) or None (another host's: nobody here can tell) for the
-    process ``pid`` on ``host`` that started at ``start`` (:func:`_start`; None: unchecked)."""
-    if host != socket.gethostname():
-        return None
-    try:
-        os.kill(int(pid), 0)                 # signal 0: does it exist?
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass                                 # another user's process: it exists
-    except (OSError, ValueError, TypeError, OverflowError):
-        return None
-    now, zombie = _start(pid)
-    # a pid reused by a process started later is not the writer's
-    return not zombie and (start is None or now is None or now == start)
-
-
-def this_process():
-    """This process as the writer of a :data:`PROCESS` claim: host, pid and start time."""
-    return {"host": socket.gethostname(), "pid": os.getpid(), "start": _start(os.getpid())[0]}
 
 
 def _me(cluster, writer=None):
@@ -159,7 +126,7 @@ def _held(holder, path, cluster):
 
 def claim(folder, cluster, writer=None):
     """Claim cell ``folder`` for the job running this (``cluster`` :data:`PROCESS`: for
-    ``writer``, the driver process, :func:`this_process` by default): None when held, or
+    ``writer``, the driver process, this process by default): None when held, or
     outside a job; else a line saying which writer holds it, and why it is left to it."""
     me = _me(cluster, writer)
     if not me:
