@@ -85,6 +85,16 @@ def _copy(done, out):
         (out / path.relative_to(done)).write_bytes(data)
 
 
+def _assert_refused_for_other_data(result, name, old, new, data_dir):
+    """One line: cell ``name`` ran on data ``old``, ``data_dir`` gives ``new``; the fixes."""
+    assert old != new
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Error: {name} finished on other "
+                                                   "data than this rerun would train on")
+    assert f"fingerprint {old[:8]}; --data-dir {data_dir} gives {new[:8]}" in lines[0]
+    assert "another --out" in lines[0] and "--retrain-other-data" in lines[0]
+
+
 @pytest.fixture(scope="module")
 def done(tmp_path_factory, folders):
     """A sweep of one cell on the small data."""
@@ -102,12 +112,7 @@ def test_a_rerun_on_other_data_is_refused_in_one_line_before_any_work(done, fold
     assert r.exit_code == 2, r.output
     old = _record(done)["provenance"]["data_fingerprint"]
     new = cell_fingerprint(_cell(), {"data_dir": folders["large"]})
-    assert old != new
-    lines = r.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"Error: {_cell().name} finished on other "
-                                                   "data than this rerun would train on")
-    assert f"fingerprint {old[:8]}; --data-dir {folders['large']} gives {new[:8]}" in lines[0]
-    assert "another --out" in lines[0] and "--retrain-other-data" in lines[0]
+    _assert_refused_for_other_data(r, _cell().name, old, new, folders["large"])
     assert _files(done) == before                   # nothing written, nothing merged
 
 

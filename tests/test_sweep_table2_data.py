@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from test_sweep_data import _copy, _files
+from test_sweep_data import _assert_refused_for_other_data, _copy, _files
 
 from minimal_attn.cli.main import cli
 from minimal_attn.experiments import sweep_grid, sweep_table2
@@ -108,12 +108,7 @@ def test_a_rerun_of_a_row_on_other_data_is_refused_in_one_line_before_any_work(d
     assert r.exit_code == 2, r.output
     old = _record(done)["provenance"]["data_fingerprint"]
     new = sweep_table2.row_fingerprint(_cell(), {"data_dir": folders["large"]}, "nowhere")
-    assert old != new
-    lines = r.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"Error: {_cell().name} finished on other "
-                                                   "data than this rerun would train on")
-    assert f"fingerprint {old[:8]}; --data-dir {folders['large']} gives {new[:8]}" in lines[0]
-    assert "another --out" in lines[0] and "--retrain-other-data" in lines[0]
+    _assert_refused_for_other_data(r, _cell().name, old, new, folders["large"])
     assert _files(done) == before                   # nothing written, nothing merged
 
 
