@@ -112,6 +112,26 @@ def test_a_rerun_of_a_row_on_other_data_is_refused_in_one_line_before_any_work(d
     assert _files(done) == before                   # nothing written, nothing merged
 
 
+def test_a_rerun_of_a_row_with_glove_vectors_is_refused_as_other_data(tmp_path, done, folders):
+    # embeddings= is neither in the row's name nor a compared setting: without its content
+    # in the fingerprint the rerun would say "already done" of a row trained without them
+    glove = tmp_path / "glove.txt"
+    glove.write_text("".join(f"{w} {k} 1 0 {-k}\n" for k, w in enumerate(WORDS)))
+    before = _files(done)
+    r = sweep(done, folders["small"], [*CLASSIFY, f"embeddings={glove}"])
+    assert r.exit_code == 2, r.output
+    old = _record(done)["provenance"]["data_fingerprint"]
+    operational = {"data_dir": folders["small"], "embeddings": str(glove)}
+    new = sweep_table2.row_fingerprint(_cell(), operational, "nowhere")
+    _assert_refused_for_other_data(r, _cell().name, old, new, folders["small"])
+    assert _files(done) == before
+    out = tmp_path / "g"                            # with the vectors from the start
+    assert sweep(out, folders["small"], [*CLASSIFY, f"embeddings={glove}"]).exit_code == 0
+    assert _record(out)["provenance"]["data_fingerprint"] == new
+    again = sweep(out, folders["small"], [*CLASSIFY, f"embeddings={glove}"])
+    assert again.exit_code == 0 and "already done" in again.output, again.output
+
+
 def test_retrain_other_data_sets_a_row_aside_and_trains_it_afresh(tmp_path, done, folders):
     out = tmp_path / "s"
     _copy(done, out)

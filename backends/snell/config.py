@@ -67,9 +67,10 @@ PAPER = {"classify": {"steps": 4000, "batch_size": 32, "emb": 300,
                        "first_evals": (0, 50, 100, 500, 1000, 1500), "every": 2000}}
 LR_SCHEDULES = ("constant", "cosine")
 #: Options added after the first FORMAT 2 checkpoints existed: left out of the compared
-#: settings at these values, so a run written before them still continues.
+#: settings at these values, so a run written before them still continues. ``embeddings``
+#: is not a field: train_seq compares the hash of the GloVe file a model started from.
 LATER_DEFAULTS = {"lr_schedule": "constant", "warmup": 0, "clip": None, "paradigm": "sa",
-                  "switch_step": None}
+                  "switch_step": None, "embeddings": None}
 
 
 @dataclass

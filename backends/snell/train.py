@@ -37,7 +37,7 @@ from minimal_attn.backends.snell.config import (  # noqa: F401 (re-exported)
     SeqTrainConfig,
 )
 from minimal_attn.backends.snell.eval import batch_loss, evaluate
-from minimal_attn.backends.snell.inputs import check_run, load_embeddings
+from minimal_attn.backends.snell.inputs import check_run, embeddings_hash, load_embeddings
 from minimal_attn.backends.snell.run_files import (  # noqa: F401 (load_run re-exported)
     load_run,
     save_rows,
@@ -158,6 +158,8 @@ def train_seq(task, config, out_dir, progress=None, embeddings=None, log=None, l
     comparable = {k: v for k, v in asdict(c).items()         # what the run computes
                   if k not in RUN_CONTROL and not (k in LATER_DEFAULTS
                                                    and v == LATER_DEFAULTS[k])}
+    if embeddings is not None:     # read only when a model starts: a resume must name them
+        comparable["embeddings"] = embeddings_hash(embeddings)[:12]
     state = read_checkpoint(ckpt_path, read_torch, FORMAT, KIND, comparable, fingerprint,
                             LATER_DEFAULTS, log=log, param="out")
     torch.manual_seed(c.seed)

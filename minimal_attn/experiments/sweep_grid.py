@@ -297,9 +297,10 @@ def operational(grid):
     for key in OPERATIONAL if table_of(grid) == 1 else _table2().OPERATIONAL:
         if key in grid:
             if len(grid[key]) != 1:
-                raise InputError(f"grid key {key} changes where a cell runs, not its result: "
-                                 "give it one value")
+                raise InputError(f"grid key {key} is one setting of the whole sweep (where "
+                                 "its cells run, or the files they read): give it one value")
             out[key] = grid[key][0]
-    if out.get("data_dir") is not None:
-        out["data_dir"] = os.path.abspath(out["data_dir"])
+    for key in ("data_dir", "embeddings"):          # a worker may start in another folder
+        if out.get(key) is not None:
+            out[key] = os.path.abspath(out[key])
     return out

@@ -26,7 +26,8 @@ from dataclasses import fields
 
 from minimal_attn.errors import InputError
 
-#: Where and how fast, not what: one value each, not in names nor in the match on rerun.
+#: Where and how fast, and the data's files: one value each, not in names nor in the match
+#: of settings on rerun (the data fingerprint matches what data_dir and embeddings hold).
 OPERATIONAL = ("data_dir", "device", "embeddings", "workers", "threads")
 #: The task of each data set the paper runs (other tasks are named in the cell's name).
 USUAL_TASK = {"sst2": "classify", "multi30k": "translate"}
@@ -98,21 +99,27 @@ def row_task(cell, operational, folder):
 
 def row_fingerprint(cell, operational, folder, memo=None):
     """The :func:`~minimal_attn.experiments.checkpoints.data_fingerprint` of
-    :func:`row_task` (the one the row's model checkpoints hold); ``memo`` (a dict) shares it
-    between rows of the same data (and, translating, the same SentencePiece model)."""
+    :func:`row_task` (the one the row's model checkpoints hold), with the content of the
+    row's GloVe file where it has one (its models' checkpoints name that in their
+    settings); ``memo`` (a dict) shares it between rows of the same data (and,
+    translating, the same SentencePiece model)."""
+    from minimal_attn.backends.snell.inputs import embeddings_hash
     from minimal_attn.experiments.checkpoints import data_fingerprint
 
     memo = {} if memo is None else memo
     s, spm = cell.settings, os.path.join(folder, "spm.model")
-    pieces = None
+    pieces, glove = None, operational.get("embeddings")
     if s["task"] == "translate" and os.path.exists(spm):
         with open(spm, "rb") as f:
             pieces = hashlib.sha1(f.read()).hexdigest()
     key = "table2 " + json.dumps([s["task"], s["dataset"], operational.get("data_dir"),
                                   s["max_train"], s["max_val"], s["max_len"],
-                                  s["vocab_size"] if s["task"] == "translate" else None, pieces])
+                                  s["vocab_size"] if s["task"] == "translate" else None, pieces,
+                                  glove and embeddings_hash(glove)])
     if key not in memo:
-        memo[key] = data_fingerprint(row_task(cell, operational, folder))
+        task = row_task(cell, operational, folder)
+        memo[key] = data_fingerprint(task, *([f"embeddings {embeddings_hash(glove)}"]
+                                             if glove else []))
     return memo[key]
 
 
