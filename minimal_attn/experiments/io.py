@@ -17,6 +17,7 @@ naming the parameter (``out`` by default).
 
 import contextlib
 import csv
+import functools
 import glob
 import hashlib
 import json
@@ -42,6 +43,7 @@ _TMP_PREFIX, _STAGE_PREFIX = ".tmp-", ".staging-"
 _NAME = re.compile(r"(?:(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-)?[a-z0-9_]{8}")
 
 
+@functools.lru_cache(maxsize=1)
 def _host():
     """This machine in a temporary name, hashed: its hostname and, on Linux, its pid
     namespace (two containers that share a folder may share a hostname, not their pids)."""
