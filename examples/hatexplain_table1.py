@@ -48,7 +48,7 @@
 # (smaller batches make LV at the paper's lr 0.3 diverge). `HX_EPOCHS`,
 # `HX_SEEDS` and `HX_MAX_LEN` set the size (`--help` lists every setting); the
 # default (25 epochs, 1 seed, one thread) needs about 12 minutes of CPU time (a
-# 6-epoch run measured 175 s of CPU time; on a loaded machine the wall time is
+# 6-epoch run measured 70 s of CPU time on 2026-12-08; on a loaded machine the wall time is
 # longer). The same run is one command per embedding:
 #
 # ```
