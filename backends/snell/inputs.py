@@ -7,11 +7,10 @@ before anything is written or allocated (the device is checked by
 ``torch_backend.get_device``).
 """
 
-import hashlib
 import math
-import os
 
 from minimal_attn.errors import InputError, check_int_at_least
+from minimal_attn.experiments.checkpoints import file_hash
 from minimal_attn.experiments.resources import check_memory, check_steps
 
 
@@ -31,25 +30,14 @@ def _vectors(path):
                 yield parts[0], parts[1:]
 
 
-_FILE_HASHES = {}         # (real path, size, mtime) -> SHA-1: a row's models read one file
-
-
 def embeddings_hash(path):
-    """The SHA-1 (hex) of an embeddings file's bytes, once per version of the file: a
-    model's checkpoint names the vectors it started from by it, not by the file's path."""
+    """The :func:`~minimal_attn.experiments.checkpoints.file_hash` of an embeddings file:
+    a model's checkpoint names the vectors it started from by it, not by the file's path."""
     try:
-        st = os.stat(path)
-        key = (os.path.realpath(path), st.st_size, st.st_mtime_ns)
-        if key not in _FILE_HASHES:
-            h = hashlib.sha1()
-            with open(path, "rb") as f:
-                for block in iter(lambda: f.read(1 << 20), b""):
-                    h.update(block)
-            _FILE_HASHES[key] = h.hexdigest()
+        return file_hash(path)
     except OSError as exc:
         raise InputError(f"cannot read embeddings {path}: {exc.strerror or exc}; give a GloVe "
                          "text file (word v1 .. vE per line)", param="embeddings") from None
-    return _FILE_HASHES[key]
 
 
 def check_embeddings(path, width, option="emb"):

@@ -197,6 +197,23 @@ def data_fingerprint(*parts):
     return h.hexdigest()
 
 
+_FILE_HASHES = {}       # (real path, size, mtime) -> SHA-1: one reading per version of a file
+
+
+def file_hash(path):
+    """The SHA-1 (hex) of a file's bytes, read once per version of the file (OSError when
+    it cannot be read): what a model was given, named by content, not by its path."""
+    st = os.stat(path)
+    key = (os.path.realpath(path), st.st_size, st.st_mtime_ns)
+    if key not in _FILE_HASHES:
+        h = hashlib.sha1()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        _FILE_HASHES[key] = h.hexdigest()
+    return _FILE_HASHES[key]
+
+
 def hashed_rows(n):
     """The instances of a set of ``n`` mosaics that :func:`data_fingerprint` hashes: a
     slice, every (n // 16)-th (a sweep's rerun gathers only these, ``sweep_data``)."""

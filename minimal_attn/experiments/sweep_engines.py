@@ -28,8 +28,9 @@ import numbers
 import os
 
 from minimal_attn.errors import InputError, check_int_at_least
+from minimal_attn.experiments.processes import this_process
 from minimal_attn.experiments.sweep_cell import cell_folder, died, run_tasks
-from minimal_attn.experiments.sweep_claim import PROCESS, clear_ended, this_process
+from minimal_attn.experiments.sweep_claim import PROCESS, clear_ended
 from minimal_attn.experiments.sweep_slurm import (  # noqa: F401 (importable from here too)
     UNKNOWN_GRACE,
     SlurmEngine,

@@ -16,7 +16,6 @@ fingerprint of the token ids the models trained on (:func:`row_fingerprint`), wh
 rerun compares before it skips the row (:mod:`minimal_attn.experiments.sweep_data`).
 """
 
-import hashlib
 import itertools
 import json
 import math
@@ -104,22 +103,18 @@ def row_fingerprint(cell, operational, folder, memo=None):
     settings); ``memo`` (a dict) shares it between rows of the same data (and,
     translating, the same SentencePiece model)."""
     from minimal_attn.backends.snell.inputs import embeddings_hash
-    from minimal_attn.experiments.checkpoints import data_fingerprint
+    from minimal_attn.experiments.checkpoints import data_fingerprint, file_hash
 
     memo = {} if memo is None else memo
-    s, spm = cell.settings, os.path.join(folder, "spm.model")
-    pieces, glove = None, operational.get("embeddings")
-    if s["task"] == "translate" and os.path.exists(spm):
-        with open(spm, "rb") as f:
-            pieces = hashlib.sha1(f.read()).hexdigest()
+    s, spm, glove = cell.settings, os.path.join(folder, "spm.model"), operational.get("embeddings")
+    pieces = file_hash(spm) if s["task"] == "translate" and os.path.exists(spm) else None
+    vectors = [f"embeddings {embeddings_hash(glove)}"] if glove else []
     key = "table2 " + json.dumps([s["task"], s["dataset"], operational.get("data_dir"),
                                   s["max_train"], s["max_val"], s["max_len"],
                                   s["vocab_size"] if s["task"] == "translate" else None, pieces,
-                                  glove and embeddings_hash(glove)])
+                                  vectors])
     if key not in memo:
-        task = row_task(cell, operational, folder)
-        memo[key] = data_fingerprint(task, *([f"embeddings {embeddings_hash(glove)}"]
-                                             if glove else []))
+        memo[key] = data_fingerprint(row_task(cell, operational, folder), *vectors)
     return memo[key]
 
 
